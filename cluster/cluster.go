@@ -1,0 +1,151 @@
+// Package cluster runs a whole filesystem's servers in one process, each
+// on its own TCP address and talking the same RPC as separate processes
+// would: what `stripefs up` and the benchmarks start.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/stripefs/stripefs/mds"
+	"github.com/stripefs/stripefs/ost"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Spec describes a cluster on one host.
+type Spec struct {
+	DataDir string
+	MDTs    int
+	OSTs    int
+	// Host is the address servers listen on; 127.0.0.1 when empty.
+	Host string
+}
+
+// Cluster is a running set of servers.
+type Cluster struct {
+	MGS  string // MDT0's address
+	Spec Spec
+	mdts []*mds.MDT
+	osts []*ost.OST
+}
+
+// saved is what a data directory remembers of its cluster: the shape and
+// the addresses, reused on restart so clients and exports keep working.
+type saved struct {
+	MDTs, OSTs int
+	Addrs      map[string]string
+}
+
+// Start opens or creates the cluster in spec.DataDir. A data directory
+// keeps the shape it was created with; asking for another is an error
+// rather than a silently different filesystem.
+func Start(ctx context.Context, spec Spec) (*Cluster, error) {
+	if spec.Host == "" {
+		spec.Host = "127.0.0.1"
+	}
+	if err := os.MkdirAll(spec.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	statePath := filepath.Join(spec.DataDir, "cluster.json")
+	var st saved
+	if b, err := os.ReadFile(statePath); err == nil {
+		if err := json.Unmarshal(b, &st); err != nil {
+			return nil, fmt.Errorf("%s: %w", statePath, err)
+		}
+		if (spec.MDTs != 0 && spec.MDTs != st.MDTs) || (spec.OSTs != 0 && spec.OSTs != st.OSTs) {
+			return nil, fmt.Errorf("%s holds a filesystem of %d MDTs and %d OSTs; asked for %d and %d",
+				spec.DataDir, st.MDTs, st.OSTs, spec.MDTs, spec.OSTs)
+		}
+		spec.MDTs, spec.OSTs = st.MDTs, st.OSTs
+	} else if errors.Is(err, os.ErrNotExist) {
+		st = saved{MDTs: spec.MDTs, OSTs: spec.OSTs}
+	} else {
+		return nil, err
+	}
+	if spec.MDTs < 1 || spec.MDTs > proto.MaxMDTs || spec.OSTs < 1 || spec.OSTs > 1024 {
+		return nil, fmt.Errorf("cluster: need 1-%d MDTs and 1-1024 OSTs, got %d and %d", proto.MaxMDTs, spec.MDTs, spec.OSTs)
+	}
+	if st.Addrs == nil {
+		st.Addrs = map[string]string{}
+	}
+	c := &Cluster{Spec: spec}
+	listen := func(name string) (net.Listener, error) {
+		if a := st.Addrs[name]; a != "" {
+			if l, err := rpc.Listen(a); err == nil {
+				return l, nil
+			}
+		}
+		l, err := rpc.Listen(net.JoinHostPort(spec.Host, "0"))
+		if err == nil {
+			st.Addrs[name] = l.Addr().String()
+		}
+		return l, err
+	}
+	for i := 0; i < spec.MDTs; i++ {
+		name := fmt.Sprintf("mdt%d", i)
+		l, err := listen(name)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if i == 0 {
+			c.MGS = l.Addr().String()
+		}
+		m, err := mds.Open(mds.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS, Addr: l.Addr().String()})
+		if err != nil {
+			l.Close()
+			c.Close()
+			return nil, err
+		}
+		c.mdts = append(c.mdts, m)
+		go m.Serve(l)
+		if i > 0 {
+			if err := mds.Register(ctx, c.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
+	}
+	for i := 0; i < spec.OSTs; i++ {
+		name := fmt.Sprintf("ost%d", i)
+		l, err := listen(name)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		o, err := ost.Open(ost.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name)})
+		if err != nil {
+			l.Close()
+			c.Close()
+			return nil, err
+		}
+		c.osts = append(c.osts, o)
+		go o.Serve(l)
+		if err := mds.Register(ctx, c.MGS, proto.Target{Kind: proto.KindOST, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	b, _ := json.MarshalIndent(st, "", "  ")
+	if err := os.WriteFile(statePath, b, 0o644); err != nil {
+		log.Printf("cluster: save %s: %v", statePath, err)
+	}
+	return c, nil
+}
+
+// Close stops every server; MDTs commit before closing.
+func (c *Cluster) Close() {
+	for _, o := range c.osts {
+		o.Close()
+	}
+	for i := len(c.mdts) - 1; i >= 0; i-- {
+		c.mdts[i].Close()
+	}
+}

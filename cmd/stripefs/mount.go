@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/spf13/cobra"
+
+	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/fs/fusefs"
+)
+
+const readyPrefix = "stripefs: mounted "
+
+func mountCmd() *cobra.Command {
+	var mgs, opts, logFile string
+	var background bool
+	mo := fusefs.DefaultMountOptions()
+	cmd := &cobra.Command{
+		Use:   "mount --mgs ADDR [-o OPTIONS] MOUNTPOINT",
+		Short: "Mount a stripefs filesystem with FUSE",
+		Long: `Mount a stripefs filesystem with FUSE. Options (-o, comma separated):
+allow_other, default_permissions (on by default), no_default_permissions, ro,
+attr_timeout=SECONDS, entry_timeout=SECONDS, fsname=NAME, debug.
+The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if mgs == "" {
+				return fmt.Errorf("--mgs is required")
+			}
+			if err := mo.ParseOptions(opts); err != nil {
+				return err
+			}
+			if background {
+				return startBackground(os.Args[1:], logFile)
+			}
+			return runMount(mgs, args[0], mo, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&mgs, "mgs", "", "MDT0's address")
+	f.StringVarP(&opts, "options", "o", "", "mount options")
+	f.DurationVar(&mo.AttrTimeout, "attr-timeout", time.Second, "kernel attribute cache timeout")
+	f.DurationVar(&mo.EntryTimeout, "entry-timeout", time.Second, "kernel name cache timeout")
+	f.BoolVar(&background, "background", false, "return once mounted, leaving the daemon running")
+	f.StringVar(&logFile, "log", "", "with --background: where the daemon logs (default: discarded)")
+	return cmd
+}
+
+// runMount connects, mounts and serves until unmounted or signalled.
+// onReady, if set, runs once the mount is up.
+func runMount(mgs, dir string, mo fusefs.MountOptions, onReady func()) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	c, err := fs.Connect(ctx, fs.Options{MGS: mgs, Name: "mount:" + dir})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if mo.FSName == "" {
+		mo.FSName = mgs
+	}
+	clearStaleMount(dir)
+	srv, err := fusefs.Mount(c, dir, mo)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s%s (mgs %s)\n", readyPrefix, dir, mgs)
+	if onReady != nil {
+		onReady()
+	}
+	return serveUntilSignal(srv, dir)
+}
+
+// serveUntilSignal returns when the filesystem is unmounted from outside,
+// or unmounts it on SIGINT/SIGTERM.
+func serveUntilSignal(srv *fuse.Server, dir string) error {
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	sig := make(chan os.Signal, 1)
+	go func() { sig <- waitSignal() }()
+	select {
+	case <-done:
+		return nil
+	case s := <-sig:
+		log.Printf("stripefs: %v: unmounting %s", s, dir)
+		for i := 0; ; i++ {
+			err := srv.Unmount()
+			if err == nil {
+				break
+			}
+			if i == 50 {
+				return fmt.Errorf("unmount %s: %w", dir, err)
+			}
+			time.Sleep(100 * time.Millisecond) // busy: wait for users to leave
+		}
+		<-done
+		return nil
+	}
+}
+
+// clearStaleMount lazily unmounts a FUSE mount whose daemon died
+// ("transport endpoint is not connected"), so a restart can mount again.
+func clearStaleMount(dir string) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); errors.Is(err, syscall.ENOTCONN) {
+		for _, prog := range []string{"fusermount3", "fusermount"} {
+			if exec.Command(prog, "-u", "-z", dir).Run() == nil {
+				return
+			}
+		}
+		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+	}
+}
+
+// startBackground re-executes the mount in the foreground as a detached
+// child and returns once it reports the mount is up.
+func startBackground(args []string, logFile string) error {
+	var childArgs []string
+	for _, a := range args {
+		if a != "--background" && a != "--background=true" {
+			childArgs = append(childArgs, a)
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, childArgs...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if logFile != "" {
+		lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer lf.Close()
+		cmd.Stderr = lf
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, readyPrefix) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("mount daemon failed to start (see --log): %q", strings.TrimSpace(line))
+	}
+	fmt.Print(line)
+	return nil
+}
+
+// runMountHelper serves mount(8): SOURCE DIR [-o OPTIONS] [-n] [-s] [-f] [-v].
+func runMountHelper(args []string) error {
+	var pos []string
+	var opts string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-o" && i+1 < len(args):
+			i++
+			opts = joinOpts(opts, args[i])
+		case strings.HasPrefix(a, "-o"):
+			opts = joinOpts(opts, a[2:])
+		case a == "-n" || a == "-s" || a == "-f" || a == "-v" || a == "-r" || a == "-w":
+			if a == "-r" {
+				opts = joinOpts(opts, "ro")
+			}
+		case strings.HasPrefix(a, "-"):
+			return fmt.Errorf("unknown option %q", a)
+		default:
+			pos = append(pos, a)
+		}
+	}
+	if len(pos) != 2 {
+		return fmt.Errorf("usage: mount.fuse.stripefs MGSADDR MOUNTPOINT [-o OPTIONS]")
+	}
+	mo := fusefs.DefaultMountOptions()
+	if err := mo.ParseOptions(opts); err != nil {
+		return err
+	}
+	return startBackground([]string{"mount", "--mgs", pos[0], "-o", opts, pos[1]}, "")
+}
+
+func joinOpts(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stripefs/stripefs/mds"
+	"github.com/stripefs/stripefs/ost"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// waitSignal blocks until SIGINT or SIGTERM.
+func waitSignal() os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	return <-ch
+}
+
+func mdsCmd() *cobra.Command {
+	var cfg mds.Config
+	var listen, advertise string
+	cmd := &cobra.Command{
+		Use:   "mds --index N --data DIR --listen ADDR [--mgs ADDR]",
+		Short: "Run one metadata target (MDT0 also serves the cluster map)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.DataDir == "" {
+				return fmt.Errorf("--data is required")
+			}
+			l, err := rpc.Listen(listen)
+			if err != nil {
+				return fmt.Errorf("mdt%d: %w", cfg.Index, err)
+			}
+			cfg.Addr = advertised(advertise, l.Addr().String())
+			if cfg.Index == 0 {
+				cfg.MGS = cfg.Addr
+			}
+			m, err := mds.Open(cfg)
+			if err != nil {
+				return err
+			}
+			go m.Serve(l)
+			if cfg.Index > 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				err := mds.Register(ctx, cfg.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(cfg.Index), Addr: cfg.Addr})
+				cancel()
+				if err != nil {
+					m.Close()
+					return err
+				}
+			}
+			fmt.Printf("mdt%d ready on %s\n", cfg.Index, cfg.Addr)
+			s := waitSignal()
+			log.Printf("mdt%d: %v: stopping", cfg.Index, s)
+			return m.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Index, "index", 0, "MDT index")
+	f.StringVar(&cfg.DataDir, "data", "", "data directory (the Pebble database lives here)")
+	f.StringVar(&listen, "listen", "127.0.0.1:9400", "address to listen on")
+	f.StringVar(&advertise, "advertise", "", "address clients use to reach this MDT (default: the listen address)")
+	f.StringVar(&cfg.MGS, "mgs", "", "MDT0's address (required for MDTs other than 0)")
+	f.StringVar(&cfg.FSName, "fsname", "stripefs", "filesystem name (MDT0, first start)")
+	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "group commit interval")
+	return cmd
+}
+
+func ostCmd() *cobra.Command {
+	var cfg ost.Config
+	var listen, advertise, mgs string
+	cmd := &cobra.Command{
+		Use:   "ost --index N --data DIR --listen ADDR --mgs ADDR",
+		Short: "Run one object storage target",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.DataDir == "" || mgs == "" {
+				return fmt.Errorf("--data and --mgs are required")
+			}
+			l, err := rpc.Listen(listen)
+			if err != nil {
+				return fmt.Errorf("ost%d: %w", cfg.Index, err)
+			}
+			o, err := ost.Open(cfg)
+			if err != nil {
+				return err
+			}
+			go o.Serve(l)
+			addr := advertised(advertise, l.Addr().String())
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			err = mds.Register(ctx, mgs, proto.Target{Kind: proto.KindOST, Index: uint32(cfg.Index), Addr: addr})
+			cancel()
+			if err != nil {
+				o.Close()
+				return err
+			}
+			fmt.Printf("ost%d ready on %s\n", cfg.Index, addr)
+			s := waitSignal()
+			log.Printf("ost%d: %v: stopping", cfg.Index, s)
+			return o.Close()
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Index, "index", 0, "OST index")
+	f.StringVar(&cfg.DataDir, "data", "", "data directory (objects live here)")
+	f.StringVar(&listen, "listen", "127.0.0.1:9500", "address to listen on")
+	f.StringVar(&advertise, "advertise", "", "address clients use to reach this OST (default: the listen address)")
+	f.StringVar(&mgs, "mgs", "", "MDT0's address")
+	return cmd
+}
+
+// advertised is the address to register: an explicit one, else the
+// listener's.
+func advertised(explicit, listened string) string {
+	if explicit != "" {
+		return explicit
+	}
+	return listened
+}

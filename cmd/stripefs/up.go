@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stripefs/stripefs/cluster"
+	"github.com/stripefs/stripefs/fs/fusefs"
+)
+
+func upCmd() *cobra.Command {
+	var spec cluster.Spec
+	var mnt, opts string
+	cmd := &cobra.Command{
+		Use:   "up --data DIR --mount MNT [--mdts 2] [--osts 4]",
+		Short: "Run a whole filesystem on this machine and mount it (the embedded default)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if spec.DataDir == "" || mnt == "" {
+				return fmt.Errorf("--data and --mount are required")
+			}
+			mo := fusefs.DefaultMountOptions()
+			if err := mo.ParseOptions(opts); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("mdts") {
+				spec.MDTs = 0 // take the data directory's shape, or the default below
+			}
+			if !cmd.Flags().Changed("osts") {
+				spec.OSTs = 0
+			}
+			if _, err := os.Stat(spec.DataDir + "/cluster.json"); err != nil {
+				spec.MDTs, spec.OSTs = or(spec.MDTs, 2), or(spec.OSTs, 4)
+			}
+			if err := os.MkdirAll(mnt, 0o755); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			cl, err := cluster.Start(ctx, spec)
+			cancel()
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			return runMount(cl.MGS, mnt, mo, func() {
+				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s; Ctrl-C unmounts and stops\n",
+					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&spec.DataDir, "data", "", "data directory for every server")
+	f.StringVar(&mnt, "mount", "", "mount point")
+	f.IntVar(&spec.MDTs, "mdts", 2, "number of MDTs (first start only)")
+	f.IntVar(&spec.OSTs, "osts", 4, "number of OSTs (first start only)")
+	f.StringVarP(&opts, "options", "o", "", "mount options, as for stripefs mount")
+	return cmd
+}
+
+func or(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

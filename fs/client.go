@@ -1,0 +1,210 @@
+// Package fs is the stripefs client library: namespace calls to the MDTs
+// and file I/O through layouts to the OSTs. It knows nothing of FUSE, so
+// the FUSE frontend and the NFS gateway share it.
+package fs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Options configure a client.
+type Options struct {
+	// MGS is MDT0's address, where the cluster map is read.
+	MGS string
+	// Name identifies this client to the servers.
+	Name string
+	// RetryFor is how long a call waits for an unreachable server (a
+	// restart) before failing with EIO.
+	RetryFor time.Duration
+}
+
+// Client is a connection to one stripefs filesystem.
+type Client struct {
+	opts Options
+
+	mu   sync.RWMutex
+	cfg  *proto.Config
+	mdts map[uint32]*rpc.Client
+	osts map[uint32]*rpc.Client
+
+	filesMu sync.Mutex
+	files   map[proto.FID]*inodeState // files open through this client
+
+	bg sync.WaitGroup // object destroys in flight
+
+	// Stats counts this client's RPCs to all targets.
+	Stats *rpc.Stats
+}
+
+// Connect reads the cluster map from the MGS and returns a client.
+func Connect(ctx context.Context, opts Options) (*Client, error) {
+	if opts.MGS == "" {
+		return nil, fmt.Errorf("fs: no MGS address")
+	}
+	if opts.Name == "" {
+		opts.Name = "client"
+	}
+	if opts.RetryFor == 0 {
+		opts.RetryFor = 60 * time.Second
+	}
+	c := &Client{opts: opts, mdts: map[uint32]*rpc.Client{}, osts: map[uint32]*rpc.Client{},
+		files: map[proto.FID]*inodeState{}, Stats: rpc.NewStats()}
+	c.mdts[0] = c.newRPC(opts.MGS)
+	if err := c.refreshConfig(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Client) newRPC(addr string) *rpc.Client {
+	r := rpc.NewClient(addr, c.opts.Name)
+	r.RetryFor = c.opts.RetryFor
+	r.Stats = c.Stats
+	return r
+}
+
+// refreshConfig rereads the cluster map and (re)connects targets whose
+// address changed.
+func (c *Client) refreshConfig(ctx context.Context) error {
+	c.mu.RLock()
+	mgs := c.mdts[0]
+	c.mu.RUnlock()
+	cfg, err := rpc.Invoke[proto.Config](ctx, mgs, proto.GConfig, &proto.Empty{})
+	if err != nil {
+		return fmt.Errorf("fs: read cluster map from %s: %w", c.opts.MGS, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cfg = cfg
+	for _, t := range cfg.MDTs {
+		if t.Index == 0 {
+			continue // MDT0 is the MGS address we were given
+		}
+		if old := c.mdts[t.Index]; old == nil || old.Addr != t.Addr {
+			if old != nil {
+				old.Close()
+			}
+			c.mdts[t.Index] = c.newRPC(t.Addr)
+		}
+	}
+	for _, t := range cfg.OSTs {
+		if old := c.osts[t.Index]; old == nil || old.Addr != t.Addr {
+			if old != nil {
+				old.Close()
+			}
+			c.osts[t.Index] = c.newRPC(t.Addr)
+		}
+	}
+	return nil
+}
+
+// Config returns the cluster map as last read.
+func (c *Client) Config() proto.Config {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return *c.cfg
+}
+
+// Close waits for background work and closes every connection.
+func (c *Client) Close() error {
+	c.bg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.mdts {
+		r.Close()
+	}
+	for _, r := range c.osts {
+		r.Close()
+	}
+	return nil
+}
+
+func (c *Client) target(ctx context.Context, kind string, idx uint32) (*rpc.Client, error) {
+	for attempt := 0; ; attempt++ {
+		c.mu.RLock()
+		m := c.osts
+		if kind == proto.KindMDT {
+			m = c.mdts
+		}
+		r := m[idx]
+		c.mu.RUnlock()
+		if r != nil {
+			return r, nil
+		}
+		if attempt > 0 {
+			return nil, fmt.Errorf("fs: %s%d is not in the cluster map: %w", kind, idx, syscall.EIO)
+		}
+		if err := c.refreshConfig(ctx); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// call sends one idempotent request, resending it when the connection
+// broke before the reply came (a restarted server).
+func (c *Client) call(ctx context.Context, r *rpc.Client, call *rpc.Call, idempotent bool) error {
+	deadline := time.Now().Add(c.opts.RetryFor)
+	for {
+		err := r.Do(ctx, call)
+		if err == nil || !idempotent || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
+			return asErrno(err)
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return asErrno(ctx.Err())
+		}
+	}
+}
+
+// asErrno keeps errnos and turns transport failures into EIO, so callers
+// always have an errno to give the kernel.
+func asErrno(err error) error {
+	if err == nil {
+		return nil
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%v: %w", err, syscall.EINTR)
+	}
+	return fmt.Errorf("%v: %w", err, syscall.EIO)
+}
+
+// mdtCall sends a request to the MDT that owns fid.
+func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req, resp any) error {
+	r, err := c.target(ctx, proto.KindMDT, uint32(fid.MDT()))
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, r, &rpc.Call{Method: method, Req: req, Resp: resp}, idempotentMDT[method])
+}
+
+var idempotentMDT = map[uint16]bool{
+	proto.MLookup: true, proto.MGetattr: true, proto.MReadlink: true, proto.MReaddir: true,
+	proto.MGetxattr: true, proto.MListxattr: true, proto.MStatfs: true, proto.MSync: true,
+	proto.MSetattr: true, proto.MSetxattr: true,
+}
+
+// Errno extracts the errno of an error from this package (EIO if none).
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
+}

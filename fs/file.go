@@ -1,0 +1,282 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/stripefs/stripefs/layout"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+	"golang.org/x/sync/errgroup"
+)
+
+// maxRPC bounds the bulk of one OST request.
+const maxRPC = 4 << 20
+
+// inodeState is what the client knows of a file it has open: shared by
+// every open handle of that file.
+type inodeState struct {
+	fid    proto.FID
+	layout proto.Layout
+	refs   int // open handles; guarded by Client.filesMu
+
+	mu    sync.Mutex
+	size  uint64
+	mtime int64
+	dirty bool // size/mtime changed by writes and not yet told to the MDT
+}
+
+// File is one open handle.
+type File struct {
+	c     *Client
+	st    *inodeState
+	Flags int
+}
+
+// Open opens an existing file.
+func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, error) {
+	var r proto.AttrReply
+	if err := c.mdtCall(ctx, fid, proto.MOpen, &proto.OpenReq{FID: fid, Flags: uint32(flags)}, &r); err != nil {
+		return nil, err
+	}
+	return c.newFile(&r.Attr, flags), nil
+}
+
+func (c *Client) newFile(a *proto.Attr, flags int) *File {
+	c.filesMu.Lock()
+	defer c.filesMu.Unlock()
+	st := c.files[a.FID]
+	if st == nil {
+		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime}
+		c.files[a.FID] = st
+	}
+	st.refs++
+	return &File{c: c, st: st, Flags: flags}
+}
+
+func (c *Client) openState(fid proto.FID) *inodeState {
+	c.filesMu.Lock()
+	defer c.filesMu.Unlock()
+	return c.files[fid]
+}
+
+// overlay puts the size and mtime of unreported writes into a.
+func (c *Client) overlay(a *proto.Attr) {
+	st := c.openState(a.FID)
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.dirty {
+		a.Size, a.Mtime = st.size, st.mtime
+	}
+}
+
+// FID is the open file's identifier.
+func (f *File) FID() proto.FID { return f.st.fid }
+
+// Size is the file size as this client knows it.
+func (f *File) Size() uint64 {
+	f.st.mu.Lock()
+	defer f.st.mu.Unlock()
+	return f.st.size
+}
+
+// ReadAt reads up to len(p) bytes at off; it returns fewer at end of file.
+// Holes and the unwritten tails of objects read as zeros.
+func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	size := f.Size()
+	if uint64(off) >= size {
+		return 0, nil
+	}
+	n := int(min(uint64(len(p)), size-uint64(off)))
+	p = p[:n]
+	st := f.st
+	g, gctx := errgroup.WithContext(ctx)
+	for _, ch := range layout.Map(st.layout, uint64(off), n) {
+		for done := 0; done < ch.Len; {
+			ln := min(ch.Len-done, maxRPC)
+			buf := p[ch.FileOff-uint64(off)+uint64(done):][:ln]
+			obj := proto.ObjID{FID: st.fid, Stripe: uint32(ch.Stripe)}
+			ost := st.layout.OSTs[ch.Stripe]
+			objOff := ch.ObjOff + uint64(done)
+			g.Go(func() error {
+				var r proto.OReadReply
+				call := &rpc.Call{Method: proto.ORead, Req: &proto.OReadReq{Obj: obj, Off: objOff, Len: uint32(len(buf))}, Resp: &r, BulkIn: buf}
+				if err := f.c.ostDo(gctx, ost, call); err != nil {
+					return err
+				}
+				clear(buf[call.NBulkIn:]) // hole or unwritten tail
+				return nil
+			})
+			done += ln
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// WriteAt writes p at off.
+func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
+	return f.WriteV(ctx, off, [][]byte{p})
+}
+
+// WriteV writes the concatenation of iovs at off. The vector is one
+// contiguous stream: where its pieces begin and end does not matter, only
+// file offsets do.
+func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error) {
+	if off < 0 {
+		return 0, syscall.EINVAL
+	}
+	total := 0
+	for _, v := range iovs {
+		total += len(v)
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	if uint64(off)+uint64(total) > 1<<50 {
+		return 0, syscall.EFBIG
+	}
+	st := f.st
+	g, gctx := errgroup.WithContext(ctx)
+	for _, ch := range layout.Map(st.layout, uint64(off), total) {
+		for done := 0; done < ch.Len; {
+			ln := min(ch.Len-done, maxRPC)
+			bulk := slice(iovs, int(ch.FileOff-uint64(off))+done, ln)
+			obj := proto.ObjID{FID: st.fid, Stripe: uint32(ch.Stripe)}
+			ost := st.layout.OSTs[ch.Stripe]
+			objOff := ch.ObjOff + uint64(done)
+			g.Go(func() error {
+				call := &rpc.Call{Method: proto.OWrite, Req: &proto.OWriteReq{Obj: obj, Off: objOff}, Resp: &proto.OWriteReply{}, BulkOut: bulk}
+				return f.c.ostDo(gctx, ost, call)
+			})
+			done += ln
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	st.mu.Lock()
+	st.size = max(st.size, uint64(off)+uint64(total))
+	st.mtime = nowNs()
+	st.dirty = true
+	st.mu.Unlock()
+	return total, nil
+}
+
+// slice returns the bytes [from, from+n) of the concatenated iovs as
+// sub-slices, without copying.
+func slice(iovs [][]byte, from, n int) [][]byte {
+	var out [][]byte
+	for _, v := range iovs {
+		if n == 0 {
+			break
+		}
+		if from >= len(v) {
+			from -= len(v)
+			continue
+		}
+		piece := v[from:min(len(v), from+n)]
+		out = append(out, piece)
+		n -= len(piece)
+		from = 0
+	}
+	return out
+}
+
+// Flush reports the size and mtime of this client's writes to the MDT, so
+// other clients see them after close (close-to-open).
+func (f *File) Flush(ctx context.Context) error {
+	st := f.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return f.flushAttrs(ctx, false)
+}
+
+// flushAttrs sends dirty size and mtime; st.mu is held.
+func (f *File) flushAttrs(ctx context.Context, sync bool) error {
+	st := f.st
+	if !st.dirty {
+		if sync {
+			return f.c.SyncMDT(ctx, st.fid)
+		}
+		return nil
+	}
+	req := &proto.SetattrReq{FID: st.fid, Valid: proto.SetSize | proto.SetMtime, Size: st.size, Mtime: st.mtime, Sync: sync}
+	if err := f.c.mdtCall(ctx, st.fid, proto.MSetattr, req, &proto.AttrReply{}); err != nil {
+		return err
+	}
+	st.dirty = false
+	return nil
+}
+
+// Fsync makes the file's data and attributes durable: every object is
+// synced on its OST, then the size is committed on the MDT.
+func (f *File) Fsync(ctx context.Context) error {
+	st := f.st
+	byOST := map[uint32][]proto.ObjID{}
+	for s, ost := range st.layout.OSTs {
+		byOST[ost] = append(byOST[ost], proto.ObjID{FID: st.fid, Stripe: uint32(s)})
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for ost, objs := range byOST {
+		g.Go(func() error {
+			return f.c.ostCall(gctx, ost, proto.OSync, &proto.OSyncReq{Objs: objs}, &proto.Empty{})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return f.flushAttrs(ctx, true)
+}
+
+// Release closes the handle. The last close of a file tells the MDT, which
+// may then ask for an unlinked file's objects to be destroyed.
+func (f *File) Release(ctx context.Context) error {
+	c, st := f.c, f.st
+	c.filesMu.Lock()
+	st.refs--
+	last := st.refs == 0
+	if last {
+		delete(c.files, st.fid)
+	}
+	c.filesMu.Unlock()
+	st.mu.Lock()
+	req := &proto.CloseReq{FID: st.fid, SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
+	st.dirty = false
+	st.mu.Unlock()
+	var r proto.CloseReply
+	if err := c.mdtCall(ctx, st.fid, proto.MClose, req, &r); err != nil {
+		return err
+	}
+	if r.Destroy {
+		c.destroyObjects(r.Attr)
+	}
+	return nil
+}
+
+func (c *Client) ostDo(ctx context.Context, ost uint32, call *rpc.Call) error {
+	r, err := c.target(ctx, proto.KindOST, ost)
+	if err != nil {
+		return err
+	}
+	if err := c.call(ctx, r, call, true); err != nil {
+		return fmt.Errorf("ost%d: %w", ost, err)
+	}
+	return nil
+}
+
+func (c *Client) ostCall(ctx context.Context, ost uint32, method uint16, req, resp any) error {
+	return c.ostDo(ctx, ost, &rpc.Call{Method: method, Req: req, Resp: resp})
+}

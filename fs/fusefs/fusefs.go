@@ -1,0 +1,489 @@
+// Package fusefs maps FUSE requests onto the stripefs client library. It
+// uses go-fuse's raw API with node ids equal to FID-derived inode numbers:
+// the daemon keeps no inode table, so its memory does not grow with the
+// number of files the kernel has looked up, and any inode number the
+// kernel (or nfsd, through a file handle) presents can be resolved.
+package fusefs
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/proto"
+)
+
+// Options tune the kernel's caches.
+type Options struct {
+	EntryTimeout time.Duration
+	AttrTimeout  time.Duration
+}
+
+// FS is a fuse.RawFileSystem over an fs.Client.
+type FS struct {
+	fuse.RawFileSystem // ENOSYS for what is not implemented here
+	c    *fs.Client
+	opts Options
+
+	mu      sync.Mutex
+	handles map[uint64]any // *fs.File or *dirHandle
+	nextFh  atomic.Uint64
+}
+
+// New returns the FUSE mapping of c.
+func New(c *fs.Client, opts Options) *FS {
+	return &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), c: c, opts: opts, handles: map[uint64]any{}}
+}
+
+func (f *FS) String() string { return "stripefs" }
+
+// nodeFID and nodeID convert between FUSE node ids and FIDs; the root is
+// node 1 by FUSE's rule, every other node its inode number.
+func nodeFID(node uint64) proto.FID {
+	if node == fuse.FUSE_ROOT_ID {
+		return proto.RootFID
+	}
+	return proto.FIDFromIno(node)
+}
+
+func nodeID(fid proto.FID) uint64 {
+	if fid == proto.RootFID {
+		return fuse.FUSE_ROOT_ID
+	}
+	return fid.Ino()
+}
+
+func status(err error) fuse.Status {
+	if err == nil {
+		return fuse.OK
+	}
+	return fuse.Status(fs.Errno(err))
+}
+
+// ctx turns the kernel's interrupt channel into a context.
+func ctx(cancel <-chan struct{}) (context.Context, context.CancelFunc) {
+	c, stop := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-cancel:
+			stop()
+		case <-c.Done():
+		}
+	}()
+	return c, stop
+}
+
+func caller(h *fuse.InHeader) fs.Caller { return fs.Caller{Uid: h.Uid, Gid: h.Gid} }
+
+func fillAttr(a *proto.Attr, out *fuse.Attr) {
+	out.Ino = nodeID(a.FID)
+	out.Size = a.Size
+	out.Blocks = (a.Size + 511) / 512
+	out.Mode = a.Mode
+	out.Nlink = a.Nlink
+	out.Uid, out.Gid = a.Uid, a.Gid
+	out.Rdev = a.Rdev
+	out.Atime, out.Atimensec = uint64(a.Atime/1e9), uint32(a.Atime%1e9)
+	out.Mtime, out.Mtimensec = uint64(a.Mtime/1e9), uint32(a.Mtime%1e9)
+	out.Ctime, out.Ctimensec = uint64(a.Ctime/1e9), uint32(a.Ctime%1e9)
+	out.Blksize = 4096
+	if a.Layout.StripeSize > 0 {
+		out.Blksize = a.Layout.StripeSize
+	}
+}
+
+func (f *FS) fillEntry(a *proto.Attr, out *fuse.EntryOut) {
+	out.NodeId = nodeID(a.FID)
+	fillAttr(a, &out.Attr)
+	out.SetEntryTimeout(f.opts.EntryTimeout)
+	out.SetAttrTimeout(f.opts.AttrTimeout)
+}
+
+func (f *FS) addHandle(h any) uint64 {
+	fh := f.nextFh.Add(1)
+	f.mu.Lock()
+	f.handles[fh] = h
+	f.mu.Unlock()
+	return fh
+}
+
+func (f *FS) handle(fh uint64) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.handles[fh]
+}
+
+func (f *FS) dropHandle(fh uint64) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	h := f.handles[fh]
+	delete(f.handles, fh)
+	return h
+}
+
+func (f *FS) file(fh uint64) (*fs.File, fuse.Status) {
+	if file, ok := f.handle(fh).(*fs.File); ok {
+		return file, fuse.OK
+	}
+	return nil, fuse.EBADF
+}
+
+// Lookup resolves a name; no negative entries are cached, so a name
+// created by another client is seen at once.
+func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	a, err := f.c.Lookup(c, nodeFID(h.NodeId), name)
+	if err != nil {
+		return status(err)
+	}
+	f.fillEntry(a, out)
+	return fuse.OK
+}
+
+// Forget needs no work: no per-node state is kept.
+func (f *FS) Forget(nodeid, nlookup uint64) {}
+
+func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	a, err := f.c.Getattr(c, nodeFID(in.NodeId))
+	if err != nil {
+		return status(err)
+	}
+	fillAttr(a, &out.Attr)
+	out.SetTimeout(f.opts.AttrTimeout)
+	return fuse.OK
+}
+
+func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	req := &fs.SetAttr{FID: nodeFID(in.NodeId)}
+	if m, ok := in.GetMode(); ok {
+		req.Valid |= proto.SetMode
+		req.Mode = m
+	}
+	if uid, ok := in.GetUID(); ok {
+		req.Valid |= proto.SetUid
+		req.Uid = uid
+	}
+	if gid, ok := in.GetGID(); ok {
+		req.Valid |= proto.SetGid
+		req.Gid = gid
+	}
+	if sz, ok := in.GetSize(); ok {
+		req.Valid |= proto.SetSize
+		req.Size = sz
+	}
+	if in.Valid&fuse.FATTR_ATIME_NOW != 0 {
+		req.Valid |= proto.SetAtimeNow
+	} else if t, ok := in.GetATime(); ok {
+		req.Valid |= proto.SetAtime
+		req.Atime = t.UnixNano()
+	}
+	if in.Valid&fuse.FATTR_MTIME_NOW != 0 {
+		req.Valid |= proto.SetMtimeNow
+	} else if t, ok := in.GetMTime(); ok {
+		req.Valid |= proto.SetMtime
+		req.Mtime = t.UnixNano()
+	}
+	if t, ok := in.GetCTime(); ok {
+		req.Valid |= proto.SetCtime
+		req.Ctime = t.UnixNano()
+	}
+	a, err := f.c.Setattr(c, req)
+	if err != nil {
+		return status(err)
+	}
+	fillAttr(a, &out.Attr)
+	out.SetTimeout(f.opts.AttrTimeout)
+	return fuse.OK
+}
+
+func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	a, _, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, in.Rdev, caller(&in.InHeader), true, false, 0)
+	if err != nil {
+		return status(err)
+	}
+	f.fillEntry(a, out)
+	return fuse.OK
+}
+
+func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	a, err := f.c.Mkdir(c, nodeFID(in.NodeId), name, in.Mode, caller(&in.InHeader))
+	if err != nil {
+		return status(err)
+	}
+	f.fillEntry(a, out)
+	return fuse.OK
+}
+
+func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(f.c.Unlink(c, nodeFID(h.NodeId), name))
+}
+
+func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(f.c.Rmdir(c, nodeFID(h.NodeId), name))
+}
+
+func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(f.c.Rename(c, nodeFID(in.NodeId), oldName, nodeFID(in.Newdir), newName, in.Flags))
+}
+
+func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	a, err := f.c.Link(c, nodeFID(in.Oldnodeid), nodeFID(in.NodeId), name)
+	if err != nil {
+		return status(err)
+	}
+	f.fillEntry(a, out)
+	return fuse.OK
+}
+
+func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	a, err := f.c.Symlink(c, nodeFID(h.NodeId), name, target, caller(h))
+	if err != nil {
+		return status(err)
+	}
+	f.fillEntry(a, out)
+	return fuse.OK
+}
+
+func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
+	c, stop := ctx(cancel)
+	defer stop()
+	t, err := f.c.Readlink(c, nodeFID(h.NodeId))
+	if err != nil {
+		return nil, status(err)
+	}
+	return []byte(t), fuse.OK
+}
+
+func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
+	c, stop := ctx(cancel)
+	defer stop()
+	v, err := f.c.Getxattr(c, nodeFID(h.NodeId), attr)
+	if err != nil {
+		return 0, status(err)
+	}
+	if len(v) > len(dest) {
+		return uint32(len(v)), fuse.ERANGE
+	}
+	return uint32(copy(dest, v)), fuse.OK
+}
+
+func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
+	c, stop := ctx(cancel)
+	defer stop()
+	names, err := f.c.Listxattr(c, nodeFID(h.NodeId))
+	if err != nil {
+		return 0, status(err)
+	}
+	var b []byte
+	for _, n := range names {
+		b = append(append(b, n...), 0)
+	}
+	if len(b) > len(dest) {
+		return uint32(len(b)), fuse.ERANGE
+	}
+	return uint32(copy(dest, b)), fuse.OK
+}
+
+func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(f.c.Setxattr(c, nodeFID(in.NodeId), attr, data, in.Flags))
+}
+
+func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(f.c.Removexattr(c, nodeFID(h.NodeId), attr))
+}
+
+func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	excl := in.Flags&syscall.O_EXCL != 0
+	a, file, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, 0, caller(&in.InHeader), excl, true, int(in.Flags))
+	if err != nil {
+		return status(err)
+	}
+	f.fillEntry(a, &out.EntryOut)
+	out.Fh = f.addHandle(file)
+	return fuse.OK
+}
+
+func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	file, err := f.c.Open(c, nodeFID(in.NodeId), int(in.Flags))
+	if err != nil {
+		return status(err)
+	}
+	out.Fh = f.addHandle(file)
+	return fuse.OK
+}
+
+func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	file, st := f.file(in.Fh)
+	if !st.Ok() {
+		return nil, st
+	}
+	c, stop := ctx(cancel)
+	defer stop()
+	n, err := file.ReadAt(c, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	if err != nil {
+		return nil, status(err)
+	}
+	return fuse.ReadResultData(buf[:n]), fuse.OK
+}
+
+func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	return f.Writev(cancel, in, [][]byte{data})
+}
+
+// Writev hands the kernel's scattered write buffers to the client as one
+// vector, without gathering them first.
+func (f *FS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	file, st := f.file(in.Fh)
+	if !st.Ok() {
+		return 0, st
+	}
+	c, stop := ctx(cancel)
+	defer stop()
+	n, err := file.WriteV(c, int64(in.Offset), data)
+	if err != nil {
+		return 0, status(err)
+	}
+	return uint32(n), fuse.OK
+}
+
+func (f *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
+	file, st := f.file(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(file.Flush(c))
+}
+
+func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	file, st := f.file(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(file.Fsync(c))
+}
+
+func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	if file, ok := f.dropHandle(in.Fh).(*fs.File); ok {
+		_ = file.Release(context.Background())
+	}
+}
+
+// dirHandle is an open directory; readdir state lives in the cookies the
+// kernel passes back, so the handle only names the directory.
+type dirHandle struct{ fid proto.FID }
+
+func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	a, err := f.c.Getattr(c, nodeFID(in.NodeId))
+	if err != nil {
+		return status(err)
+	}
+	if a.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return fuse.ENOTDIR
+	}
+	out.Fh = f.addHandle(&dirHandle{fid: a.FID})
+	return fuse.OK
+}
+
+func (f *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return f.readDir(cancel, in, out, false)
+}
+
+func (f *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	return f.readDir(cancel, in, out, true)
+}
+
+func (f *FS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
+	dh, ok := f.handle(in.Fh).(*dirHandle)
+	if !ok {
+		return fuse.EBADF
+	}
+	c, stop := ctx(cancel)
+	defer stop()
+	// Ask for about as many entries as the kernel's buffer holds.
+	per := 32
+	if plus {
+		per = 160
+	}
+	ents, _, err := f.c.Readdir(c, dh.fid, in.Offset, max(int(in.Size)/per, 1), plus)
+	if err != nil {
+		return status(err)
+	}
+	for _, e := range ents {
+		de := fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: nodeID(e.FID), Off: e.Cookie}
+		if !plus {
+			if !out.AddDirEntry(de) {
+				break
+			}
+			continue
+		}
+		eo := out.AddDirLookupEntry(de)
+		if eo == nil {
+			break
+		}
+		if e.Name != "." && e.Name != ".." && !e.Attr.FID.IsZero() {
+			f.fillEntry(&e.Attr, eo)
+		}
+	}
+	return fuse.OK
+}
+
+func (f *FS) ReleaseDir(in *fuse.ReleaseIn) { f.dropHandle(in.Fh) }
+
+func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	return status(f.c.SyncMDT(c, nodeFID(in.NodeId)))
+}
+
+func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
+	c, stop := ctx(cancel)
+	defer stop()
+	s, err := f.c.Statfs(c)
+	if err != nil {
+		return status(err)
+	}
+	const bs = 4096
+	out.Bsize, out.Frsize = bs, bs
+	out.Blocks, out.Bfree, out.Bavail = s.Blocks/bs, s.Bfree/bs, s.Bavail/bs
+	out.Files, out.Ffree = s.Files, s.Ffree
+	out.NameLen = 255
+	return fuse.OK
+}

@@ -1,0 +1,104 @@
+package fusefs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stripefs/stripefs/fs"
+)
+
+// MountOptions are the options of a stripefs mount, parsed from -o the way
+// mount(8) passes them.
+type MountOptions struct {
+	Options
+	AllowOther         bool
+	DefaultPermissions bool // let the kernel check mode bits, owners, groups, sticky dirs
+	ReadOnly           bool
+	FSName             string
+	Debug              bool
+}
+
+// DefaultMountOptions are what a bare mount gets: one-second kernel caches
+// and kernel permission checks.
+func DefaultMountOptions() MountOptions {
+	return MountOptions{Options: Options{EntryTimeout: time.Second, AttrTimeout: time.Second}, DefaultPermissions: true}
+}
+
+// ParseOptions applies a comma-separated -o string. Options mount(8) adds
+// for every filesystem (rw, dev, suid, _netdev, noauto…) are accepted and
+// ignored; unknown ones are an error, so a typo does not pass silently.
+func (o *MountOptions) ParseOptions(s string) error {
+	for _, opt := range strings.Split(s, ",") {
+		k, v, hasV := strings.Cut(strings.TrimSpace(opt), "=")
+		switch k {
+		case "":
+		case "allow_other":
+			o.AllowOther = true
+		case "default_permissions":
+			o.DefaultPermissions = true
+		case "no_default_permissions":
+			o.DefaultPermissions = false
+		case "ro":
+			o.ReadOnly = true
+		case "rw":
+			o.ReadOnly = false
+		case "debug":
+			o.Debug = true
+		case "attr_timeout", "entry_timeout":
+			secs, err := strconv.ParseFloat(v, 64)
+			if !hasV || err != nil || secs < 0 {
+				return fmt.Errorf("mount option %s needs a number of seconds, got %q", k, v)
+			}
+			d := time.Duration(secs * float64(time.Second))
+			if k == "attr_timeout" {
+				o.AttrTimeout = d
+			} else {
+				o.EntryTimeout = d
+			}
+		case "fsname":
+			o.FSName = v
+		case "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser",
+			"users", "_netdev", "nofail", "defaults", "async", "atime", "noatime", "relatime", "x-systemd.automount":
+		default:
+			return fmt.Errorf("unknown mount option %q", k)
+		}
+	}
+	return nil
+}
+
+// Mount mounts c at dir and starts serving. The caller waits on the
+// returned server and unmounts it.
+func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
+	mo := &fuse.MountOptions{
+		AllowOther:    o.AllowOther,
+		FsName:        o.FSName,
+		Name:          "stripefs",
+		MaxWrite:      1 << 20,
+		MaxReadAhead:  1 << 20,
+		MaxBackground: 64,
+		Debug:         o.Debug,
+	}
+	if mo.FsName == "" {
+		mo.FsName = "stripefs"
+	}
+	if o.DefaultPermissions {
+		mo.Options = append(mo.Options, "default_permissions")
+	}
+	if o.ReadOnly {
+		mo.Options = append(mo.Options, "ro")
+	}
+	srv, err := fuse.NewServer(New(c, o.Options), dir, mo)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	return srv, nil
+}

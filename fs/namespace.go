@@ -1,0 +1,303 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/layout"
+	"github.com/stripefs/stripefs/proto"
+	"golang.org/x/sync/errgroup"
+)
+
+// Caller is the user on whose behalf a call is made.
+type Caller = proto.Caller
+
+// Lookup finds name in dir.
+func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto.Attr, error) {
+	var r proto.AttrReply
+	if err := c.mdtCall(ctx, dir, proto.MLookup, &proto.LookupReq{Parent: dir, Name: name}, &r); err != nil {
+		return nil, err
+	}
+	c.overlay(&r.Attr)
+	return &r.Attr, nil
+}
+
+// Getattr returns fid's attributes, with the size and mtime of writes this
+// client has not yet reported to the MDT.
+func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error) {
+	var r proto.AttrReply
+	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
+		return nil, err
+	}
+	c.overlay(&r.Attr)
+	return &r.Attr, nil
+}
+
+// SetAttr is a setattr request; Valid says which fields apply.
+type SetAttr = proto.SetattrReq
+
+// Setattr changes attributes. A size change also cuts or extends the OST
+// objects, and the objects are cut before the MDT learns the new size, so
+// a crash in between never lets old data reappear past the end.
+func (c *Client) Setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error) {
+	a, err := c.setattr(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	c.overlay(a)
+	return a, nil
+}
+
+func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error) {
+	var r proto.AttrReply
+	if req.Valid&proto.SetSize != 0 {
+		st := c.openState(req.FID)
+		if st != nil {
+			st.mu.Lock() // no write may change the size meanwhile
+			defer st.mu.Unlock()
+		}
+		if err := c.mdtCall(ctx, req.FID, proto.MGetattr, &proto.GetattrReq{FID: req.FID}, &r); err != nil {
+			return nil, err
+		}
+		cur := r.Attr
+		if st != nil && st.dirty {
+			cur.Size = st.size
+		}
+		switch cur.Mode & syscall.S_IFMT {
+		case syscall.S_IFREG:
+		case syscall.S_IFDIR:
+			return nil, syscall.EISDIR
+		default:
+			return nil, syscall.EINVAL
+		}
+		if req.Size < cur.Size {
+			if err := c.punch(ctx, &cur, req.Size); err != nil {
+				return nil, err
+			}
+		}
+		if st != nil {
+			st.size = req.Size
+			st.dirty = false
+		}
+	}
+	if err := c.mdtCall(ctx, req.FID, proto.MSetattr, req, &r); err != nil {
+		return nil, err
+	}
+	return &r.Attr, nil
+}
+
+// punch cuts every object of a to the share of size it holds.
+func (c *Client) punch(ctx context.Context, a *proto.Attr, size uint64) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for s, ost := range a.Layout.OSTs {
+		obj := proto.ObjID{FID: a.FID, Stripe: uint32(s)}
+		objSize := layout.ObjectSize(a.Layout, size, s)
+		g.Go(func() error {
+			return c.ostCall(gctx, ost, proto.OPunch, &proto.OPunchReq{Obj: obj, Size: objSize}, &proto.Empty{})
+		})
+	}
+	return g.Wait()
+}
+
+// Create makes a file (or a device, FIFO or socket) named name in dir.
+// With open set the new file is opened in the same RPC and returned.
+func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, rdev uint32, who Caller, excl bool, open bool, flags int) (*proto.Attr, *File, error) {
+	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Caller: who, Excl: excl, Open: open}
+	var r proto.AttrReply
+	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
+		return nil, nil, err
+	}
+	if !open {
+		return &r.Attr, nil, nil
+	}
+	return &r.Attr, c.newFile(&r.Attr, flags), nil
+}
+
+// Mkdir makes a directory.
+func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uint32, who Caller) (*proto.Attr, error) {
+	var r proto.AttrReply
+	err := c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return &r.Attr, nil
+}
+
+// Symlink makes a symbolic link to target.
+func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string, who Caller) (*proto.Attr, error) {
+	var r proto.AttrReply
+	err := c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target, Caller: who}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return &r.Attr, nil
+}
+
+// Readlink returns a symlink's target.
+func (c *Client) Readlink(ctx context.Context, fid proto.FID) (string, error) {
+	var r proto.ReadlinkReply
+	if err := c.mdtCall(ctx, fid, proto.MReadlink, &proto.GetattrReq{FID: fid}, &r); err != nil {
+		return "", err
+	}
+	return r.Target, nil
+}
+
+// Unlink removes a non-directory entry.
+func (c *Client) Unlink(ctx context.Context, dir proto.FID, name string) error {
+	return c.remove(ctx, dir, name, false)
+}
+
+// Rmdir removes an empty directory.
+func (c *Client) Rmdir(ctx context.Context, dir proto.FID, name string) error {
+	return c.remove(ctx, dir, name, true)
+}
+
+func (c *Client) remove(ctx context.Context, dir proto.FID, name string, isDir bool) error {
+	var r proto.UnlinkReply
+	if err := c.mdtCall(ctx, dir, proto.MUnlink, &proto.UnlinkReq{Parent: dir, Name: name, Dir: isDir}, &r); err != nil {
+		return err
+	}
+	if r.Destroy {
+		c.destroyObjects(r.Attr)
+	}
+	return nil
+}
+
+// destroyObjects removes a deleted file's objects in the background; a
+// crash before it is done leaves orphan objects for fsck, never a dangling
+// entry.
+func (c *Client) destroyObjects(a proto.Attr) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.RetryFor)
+		defer cancel()
+		for s, ost := range a.Layout.OSTs {
+			obj := proto.ObjID{FID: a.FID, Stripe: uint32(s)}
+			_ = c.ostCall(ctx, ost, proto.ODestroy, &proto.ODestroyReq{Obj: obj}, &proto.Empty{})
+		}
+	}()
+}
+
+// Rename moves an entry, with renameat2's flags.
+func (c *Client) Rename(ctx context.Context, srcDir proto.FID, srcName string, dstDir proto.FID, dstName string, flags uint32) error {
+	if srcDir.MDT() != dstDir.MDT() {
+		return fmt.Errorf("fs: rename across MDTs: %w", syscall.EXDEV)
+	}
+	req := &proto.RenameReq{SrcParent: srcDir, SrcName: srcName, DstParent: dstDir, DstName: dstName, Flags: flags}
+	var r proto.RenameReply
+	if err := c.mdtCall(ctx, srcDir, proto.MRename, req, &r); err != nil {
+		return err
+	}
+	if r.Destroy {
+		c.destroyObjects(r.Replaced)
+	}
+	return nil
+}
+
+// Link adds a hard link to fid.
+func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*proto.Attr, error) {
+	if fid.MDT() != dir.MDT() {
+		return nil, fmt.Errorf("fs: link across MDTs: %w", syscall.EXDEV)
+	}
+	var r proto.AttrReply
+	if err := c.mdtCall(ctx, dir, proto.MLink, &proto.LinkReq{FID: fid, Parent: dir, Name: name}, &r); err != nil {
+		return nil, err
+	}
+	c.overlay(&r.Attr)
+	return &r.Attr, nil
+}
+
+// Readdir returns up to max entries of dir after cookie (0: from the
+// start), and whether the directory ends there. Cookies stay valid while
+// entries come and go.
+func (c *Client) Readdir(ctx context.Context, dir proto.FID, cookie uint64, max int, plus bool) ([]proto.DirEnt, bool, error) {
+	var r proto.ReaddirReply
+	req := &proto.ReaddirReq{FID: dir, Cookie: cookie, Max: uint32(max), Plus: plus}
+	if err := c.mdtCall(ctx, dir, proto.MReaddir, req, &r); err != nil {
+		return nil, false, err
+	}
+	if plus {
+		for i := range r.Entries {
+			c.overlay(&r.Entries[i].Attr)
+		}
+	}
+	return r.Entries, r.EOF, nil
+}
+
+// Getxattr reads an extended attribute.
+func (c *Client) Getxattr(ctx context.Context, fid proto.FID, name string) ([]byte, error) {
+	var r proto.XattrReply
+	if err := c.mdtCall(ctx, fid, proto.MGetxattr, &proto.XattrReq{FID: fid, Name: name}, &r); err != nil {
+		return nil, err
+	}
+	return r.Value, nil
+}
+
+// Setxattr writes an extended attribute; flags are XATTR_CREATE/REPLACE.
+func (c *Client) Setxattr(ctx context.Context, fid proto.FID, name string, value []byte, flags uint32) error {
+	return c.mdtCall(ctx, fid, proto.MSetxattr, &proto.XattrReq{FID: fid, Name: name, Value: value, Flags: flags}, &proto.Empty{})
+}
+
+// Listxattr lists extended attribute names.
+func (c *Client) Listxattr(ctx context.Context, fid proto.FID) ([]string, error) {
+	var r proto.XattrReply
+	if err := c.mdtCall(ctx, fid, proto.MListxattr, &proto.XattrReq{FID: fid}, &r); err != nil {
+		return nil, err
+	}
+	return r.Names, nil
+}
+
+// Removexattr removes an extended attribute.
+func (c *Client) Removexattr(ctx context.Context, fid proto.FID, name string) error {
+	return c.mdtCall(ctx, fid, proto.MRemovexattr, &proto.XattrReq{FID: fid, Name: name}, &proto.Empty{})
+}
+
+// Statfs sums space over the OSTs and inodes over the MDTs.
+func (c *Client) Statfs(ctx context.Context) (*proto.StatfsReply, error) {
+	cfg := c.Config()
+	var mu = make(chan struct{}, 1)
+	sum := &proto.StatfsReply{}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, t := range cfg.OSTs {
+		g.Go(func() error {
+			var r proto.StatfsReply
+			if err := c.ostCall(gctx, t.Index, proto.OStatfs, &proto.Empty{}, &r); err != nil {
+				return err
+			}
+			mu <- struct{}{}
+			sum.Blocks += r.Blocks
+			sum.Bfree += r.Bfree
+			sum.Bavail += r.Bavail
+			<-mu
+			return nil
+		})
+	}
+	for _, t := range cfg.MDTs {
+		g.Go(func() error {
+			var r proto.StatfsReply
+			fid := proto.FID{Seq: proto.MDTSeq(int(t.Index), 1)}
+			if err := c.mdtCall(gctx, fid, proto.MStatfs, &proto.Empty{}, &r); err != nil {
+				return err
+			}
+			mu <- struct{}{}
+			sum.Files += r.Files
+			sum.Ffree += r.Ffree
+			<-mu
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// SyncMDT forces a commit on the MDT that owns fid.
+func (c *Client) SyncMDT(ctx context.Context, fid proto.FID) error {
+	return c.mdtCall(ctx, fid, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+}
+
+func nowNs() int64 { return time.Now().UnixNano() }

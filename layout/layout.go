@@ -1,0 +1,70 @@
+// Package layout is the pure arithmetic of striping: which object and
+// object offset hold a file byte, and how big each object is for a file
+// size. It does no I/O.
+package layout
+
+import "github.com/stripefs/stripefs/proto"
+
+// Chunk is a piece of a file range that lives in one object, contiguous in
+// the file and in the object.
+type Chunk struct {
+	Stripe  int    // index into the layout's objects
+	FileOff uint64 // where the chunk starts in the file
+	ObjOff  uint64 // where it starts in the object
+	Len     int
+}
+
+// Map splits the file range [off, off+n) into chunks, one per stripe unit
+// crossed. A one-stripe layout maps the whole range to one chunk.
+func Map(l proto.Layout, off uint64, n int) []Chunk {
+	if n <= 0 {
+		return nil
+	}
+	ss, sc := uint64(l.StripeSize), uint64(l.StripeCount)
+	if sc == 1 {
+		return []Chunk{{Stripe: 0, FileOff: off, ObjOff: off, Len: n}}
+	}
+	out := make([]Chunk, 0, (uint64(n)+off%ss)/ss+1)
+	end := off + uint64(n)
+	for off < end {
+		unit := off / ss
+		in := off % ss
+		ln := min(ss-in, end-off)
+		out = append(out, Chunk{
+			Stripe:  int(unit % sc),
+			FileOff: off,
+			ObjOff:  unit/sc*ss + in,
+			Len:     int(ln),
+		})
+		off += ln
+	}
+	return out
+}
+
+// ObjectSize is how many bytes object stripe holds for a file of size
+// bytes (with no holes at its end): the object's share of full rows plus
+// its part of the last, partial row.
+func ObjectSize(l proto.Layout, size uint64, stripe int) uint64 {
+	ss, sc := uint64(l.StripeSize), uint64(l.StripeCount)
+	row := ss * sc
+	full := size / row
+	rest := size % row
+	objSize := full * ss
+	start := uint64(stripe) * ss
+	if rest > start {
+		objSize += min(rest-start, ss)
+	}
+	return objSize
+}
+
+// FileEnd is the file size implied by an object of objSize bytes at
+// stripe: the end, in file offsets, of the object's last byte.
+func FileEnd(l proto.Layout, stripe int, objSize uint64) uint64 {
+	if objSize == 0 {
+		return 0
+	}
+	ss, sc := uint64(l.StripeSize), uint64(l.StripeCount)
+	last := objSize - 1
+	unit := last/ss*sc + uint64(stripe)
+	return unit*ss + last%ss + 1
+}

@@ -1,0 +1,44 @@
+package mds
+
+import (
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// inode is the value stored under an inode key.
+type inode struct {
+	Attr proto.Attr
+	// Parent is a directory's parent, used to refuse moving a directory
+	// into its own subtree and to answer "..".
+	Parent proto.FID
+	// Target is a symlink's target.
+	Target string
+	// DefLayout is a directory's default layout for new files.
+	DefLayout proto.Layout
+}
+
+type dirent struct {
+	FID  proto.FID
+	Mode uint32 // type bits only
+}
+
+// seqState is the FID allocator's persistent position.
+type seqState struct {
+	Seq     uint64
+	NextOid uint32
+}
+
+func encode(v any) []byte { return wire.Marshal(nil, v) }
+
+func (n *inode) isDir() bool { return n.Attr.Mode&sIFMT == sIFDIR }
+
+const (
+	sIFMT   = 0o170000
+	sIFDIR  = 0o040000
+	sIFREG  = 0o100000
+	sIFLNK  = 0o120000
+	sISGID  = 0o2000
+	nameMax = 255
+	// xattrMax bounds one extended attribute value, as ext4's block size.
+	xattrMax = 64 << 10
+)

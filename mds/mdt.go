@@ -1,0 +1,376 @@
+// Package mds is a metadata target: the namespace and inode attributes of
+// the files whose FIDs it owns, kept in a Pebble database. MDT0 also serves
+// the cluster map (the MGS role).
+package mds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// Config configures one MDT.
+type Config struct {
+	Index   int
+	DataDir string
+	// MGS is MDT0's address; MDTs other than 0 register there and fetch the
+	// cluster map from it. Ignored on MDT0.
+	MGS string
+	// Addr is the address clients reach this MDT at, registered with the
+	// MGS.
+	Addr   string
+	FSName string
+	// FS is the filesystem Pebble runs on; nil means the real disk. Tests
+	// pass vfs.NewCrashableMem or an error-injecting FS.
+	FS vfs.FS
+	// CommitInterval groups commits: changes are applied and answered at
+	// once and made durable together this often (fsync forces it sooner).
+	CommitInterval time.Duration
+}
+
+// MDT is one running metadata target.
+type MDT struct {
+	cfg Config
+	db  *pebble.DB
+	Srv *rpc.Server
+
+	// mu serialises namespace changes. Reads go to Pebble without it.
+	mu    sync.Mutex
+	seq   seqState
+	opens map[proto.FID]int
+
+	rr     atomic.Uint32 // round-robin start OST for new layouts
+	inodes atomic.Int64  // inodes in use, for statfs
+	dirty atomic.Bool
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	mgs      *mgs      // MDT0 only
+	mgsConn  *rpc.Client // others: to MDT0
+	cfgMu    sync.Mutex
+	cfgCache *proto.Config
+	cfgTime  time.Time
+}
+
+// Open opens (creating on first use) the MDT in cfg.DataDir.
+func Open(cfg Config) (*MDT, error) {
+	if cfg.Index < 0 || cfg.Index >= proto.MaxMDTs {
+		return nil, fmt.Errorf("mdt: index %d out of range [0,%d)", cfg.Index, proto.MaxMDTs)
+	}
+	if cfg.Index > 0 && cfg.MGS == "" {
+		return nil, fmt.Errorf("mdt%d: --mgs is required for MDTs other than 0", cfg.Index)
+	}
+	if cfg.FSName == "" {
+		cfg.FSName = "stripefs"
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = 100 * time.Millisecond
+	}
+	opts := &pebble.Options{Logger: quietLogger{}}
+	dir := filepath.Join(cfg.DataDir, "db")
+	if cfg.FS != nil {
+		opts.FS = cfg.FS
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mdt%d: %w", cfg.Index, err)
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
+	}
+	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{})}
+	if err := m.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	m.Srv = rpc.NewServer(fmt.Sprintf("mdt%d", cfg.Index))
+	m.register()
+	if cfg.Index == 0 {
+		if m.mgs, err = openMGS(m); err != nil {
+			db.Close()
+			return nil, err
+		}
+	} else {
+		m.mgsConn = rpc.NewClient(cfg.MGS, m.Srv.Name)
+	}
+	m.wg.Add(1)
+	go m.committer()
+	return m, nil
+}
+
+// load reads the FID allocator, creates the root on a new MDT0 and drops
+// orphans left by a previous run: their opens died with it.
+func (m *MDT) load() error {
+	v, closer, err := m.db.Get(keySeq)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, 2), NextOid: 1}
+	case err != nil:
+		return fmt.Errorf("mdt%d: read FID sequence: %w", m.cfg.Index, err)
+	default:
+		err = wire.Unmarshal(v, &m.seq)
+		closer.Close()
+		if err != nil {
+			return fmt.Errorf("mdt%d: corrupt FID sequence: %w", m.cfg.Index, err)
+		}
+	}
+	if m.cfg.Index == 0 {
+		if _, err := m.getInode(proto.RootFID); errors.Is(err, syscall.ENOENT) {
+			now := time.Now().UnixNano()
+			root := &inode{Attr: proto.Attr{FID: proto.RootFID, Mode: sIFDIR | 0o755, Nlink: 2,
+				Atime: now, Mtime: now, Ctime: now}, Parent: proto.RootFID}
+			b := m.db.NewBatch()
+			b.Set(inodeKey(proto.RootFID), encode(root), nil)
+			if err := b.Commit(pebble.Sync); err != nil {
+				return fmt.Errorf("mdt0: create root: %w", err)
+			}
+		} else if err != nil {
+			return err
+		}
+	}
+	if err := m.countInodes(); err != nil {
+		return err
+	}
+	return m.dropOrphans()
+}
+
+func (m *MDT) countInodes() error {
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pInode}, UpperBound: []byte{pInode + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	var n int64
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	m.inodes.Store(n)
+	return nil
+}
+
+func (m *MDT) dropOrphans() error {
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pOrphan}, UpperBound: []byte{pOrphan + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	b := m.db.NewBatch()
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		fid, err := proto.FIDFromKey(it.Key()[1:])
+		if err != nil {
+			continue
+		}
+		m.deleteInode(b, fid)
+		b.Delete(it.Key(), nil)
+		n++
+	}
+	if n > 0 {
+		log.Printf("mdt%d: dropped %d open-unlinked inodes of the previous run (their OST objects are left for fsck)", m.cfg.Index, n)
+	}
+	return b.Commit(pebble.Sync)
+}
+
+// Serve answers RPCs on l until Close.
+func (m *MDT) Serve(l net.Listener) error { return m.Srv.Serve(l) }
+
+// Close stops serving and closes the database after a final commit.
+func (m *MDT) Close() error {
+	m.Srv.Close()
+	close(m.stop)
+	m.wg.Wait()
+	if m.mgsConn != nil {
+		m.mgsConn.Close()
+	}
+	if err := m.db.LogData(nil, pebble.Sync); err != nil {
+		log.Printf("mdt%d: final commit: %v", m.cfg.Index, err)
+	}
+	return m.db.Close()
+}
+
+// committer makes applied changes durable in groups: one WAL sync covers
+// every batch applied since the last, so no operation waits for a disk
+// sync of its own.
+func (m *MDT) committer() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+			if m.dirty.Swap(false) {
+				if err := m.db.LogData(nil, pebble.Sync); err != nil {
+					log.Printf("mdt%d: group commit: %v", m.cfg.Index, err)
+				}
+			}
+		}
+	}
+}
+
+// commit applies b; with sync it waits for the WAL sync too.
+func (m *MDT) commit(b *pebble.Batch, sync bool) error {
+	opt := pebble.NoSync
+	if sync {
+		opt = pebble.Sync
+	}
+	if err := b.Commit(opt); err != nil {
+		return fmt.Errorf("mdt%d: commit: %v: %w", m.cfg.Index, err, syscall.EIO)
+	}
+	if !sync {
+		m.dirty.Store(true)
+	}
+	return nil
+}
+
+func (m *MDT) getInode(f proto.FID) (*inode, error) {
+	if f.MDT() != m.cfg.Index {
+		return nil, fmt.Errorf("mdt%d: %s belongs to mdt%d: %w", m.cfg.Index, f, f.MDT(), syscall.EXDEV)
+	}
+	v, closer, err := m.db.Get(inodeKey(f))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("mdt%d: inode %s: %w", m.cfg.Index, f, syscall.ENOENT)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mdt%d: inode %s: %v: %w", m.cfg.Index, f, err, syscall.EIO)
+	}
+	defer closer.Close()
+	n := new(inode)
+	if err := wire.Unmarshal(v, n); err != nil {
+		return nil, fmt.Errorf("mdt%d: inode %s corrupt: %v: %w", m.cfg.Index, f, err, syscall.EIO)
+	}
+	return n, nil
+}
+
+func (m *MDT) getDir(f proto.FID) (*inode, error) {
+	n, err := m.getInode(f)
+	if err != nil {
+		return nil, err
+	}
+	if !n.isDir() {
+		return nil, fmt.Errorf("mdt%d: %s: %w", m.cfg.Index, f, syscall.ENOTDIR)
+	}
+	return n, nil
+}
+
+func (m *MDT) getDirent(dir proto.FID, name string) (*dirent, error) {
+	v, closer, err := m.db.Get(direntKey(dir, name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("mdt%d: %s/%q: %w", m.cfg.Index, dir, name, syscall.ENOENT)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mdt%d: %s/%q: %v: %w", m.cfg.Index, dir, name, err, syscall.EIO)
+	}
+	defer closer.Close()
+	d := new(dirent)
+	if err := wire.Unmarshal(v, d); err != nil {
+		return nil, fmt.Errorf("mdt%d: dirent %s/%q corrupt: %v: %w", m.cfg.Index, dir, name, err, syscall.EIO)
+	}
+	return d, nil
+}
+
+// allocFID hands out the next FID and records the allocator's position in
+// b, so a FID is never reused after a crash.
+func (m *MDT) allocFID(b *pebble.Batch) (proto.FID, error) {
+	if m.seq.NextOid == 0 { // wrapped: move to the next sequence
+		local := m.seq.Seq&proto.MaxLocalSeq + 1
+		if local > proto.MaxLocalSeq {
+			return proto.FID{}, fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
+		}
+		m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}
+	}
+	f := proto.FID{Seq: m.seq.Seq, Oid: m.seq.NextOid}
+	m.seq.NextOid++
+	b.Set(keySeq, encode(&m.seq), nil)
+	return f, nil
+}
+
+// newInode stores a freshly allocated inode.
+func (m *MDT) newInode(b *pebble.Batch, n *inode) {
+	m.inodes.Add(1)
+	m.putInode(b, n)
+}
+
+func (m *MDT) putInode(b *pebble.Batch, n *inode) {
+	b.Set(inodeKey(n.Attr.FID), encode(n), nil)
+}
+
+// deleteInode removes an inode and its xattrs.
+func (m *MDT) deleteInode(b *pebble.Batch, f proto.FID) {
+	m.inodes.Add(-1)
+	b.Delete(inodeKey(f), nil)
+	p := xattrPrefix(f)
+	b.DeleteRange(p, prefixEnd(p), nil)
+}
+
+// dirEmpty reports whether dir has no entries.
+func (m *MDT) dirEmpty(dir proto.FID) (bool, error) {
+	p := direntPrefix(dir)
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return false, err
+	}
+	defer it.Close()
+	return !it.First(), nil
+}
+
+// Sync makes every applied change durable.
+func (m *MDT) Sync() error {
+	if err := m.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("mdt%d: sync: %v: %w", m.cfg.Index, err, syscall.EIO)
+	}
+	return nil
+}
+
+// Index is this MDT's index.
+func (m *MDT) Index() int { return m.cfg.Index }
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	log.Printf("pebble: "+format, args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	log.Fatalf("pebble: "+format, args...)
+}
+
+// config returns the cluster map: MDT0's own, others' fetched from MDT0
+// and cached briefly.
+func (m *MDT) config(ctx context.Context) (*proto.Config, error) {
+	if m.mgs != nil {
+		return m.mgs.get(), nil
+	}
+	m.cfgMu.Lock()
+	defer m.cfgMu.Unlock()
+	if m.cfgCache != nil && time.Since(m.cfgTime) < 5*time.Second {
+		return m.cfgCache, nil
+	}
+	c, err := rpc.Invoke[proto.Config](ctx, m.mgsConn, proto.GConfig, &proto.Empty{})
+	if err != nil {
+		if m.cfgCache != nil {
+			return m.cfgCache, nil
+		}
+		return nil, fmt.Errorf("mdt%d: fetch cluster map: %w", m.cfg.Index, err)
+	}
+	m.cfgCache, m.cfgTime = c, time.Now()
+	return c, nil
+}
+
+var _ io.Closer = (*MDT)(nil)

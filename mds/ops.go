@@ -1,0 +1,690 @@
+package mds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+	"github.com/stripefs/stripefs/wire"
+)
+
+func (m *MDT) register() {
+	s := m.Srv
+	rpc.HandleFunc(s, proto.MLookup, m.lookup)
+	rpc.HandleFunc(s, proto.MGetattr, m.getattr)
+	rpc.HandleFunc(s, proto.MSetattr, m.setattr)
+	rpc.HandleFunc(s, proto.MCreate, m.create)
+	rpc.HandleFunc(s, proto.MMkdir, m.mkdir)
+	rpc.HandleFunc(s, proto.MSymlink, m.symlink)
+	rpc.HandleFunc(s, proto.MReadlink, m.readlink)
+	rpc.HandleFunc(s, proto.MUnlink, m.unlink)
+	rpc.HandleFunc(s, proto.MRename, m.rename)
+	rpc.HandleFunc(s, proto.MLink, m.link)
+	rpc.HandleFunc(s, proto.MReaddir, m.readdir)
+	rpc.HandleFunc(s, proto.MGetxattr, m.getxattr)
+	rpc.HandleFunc(s, proto.MSetxattr, m.setxattr)
+	rpc.HandleFunc(s, proto.MListxattr, m.listxattr)
+	rpc.HandleFunc(s, proto.MRemovexattr, m.removexattr)
+	rpc.HandleFunc(s, proto.MStatfs, m.statfs)
+	rpc.HandleFunc(s, proto.MOpen, m.open)
+	rpc.HandleFunc(s, proto.MClose, m.close)
+	rpc.HandleFunc(s, proto.MSync, func(context.Context, *proto.SyncReq) (any, error) {
+		return &proto.Empty{}, m.Sync()
+	})
+}
+
+func (m *MDT) errorf(op string, name string, errno syscall.Errno) error {
+	return fmt.Errorf("mdt%d: %s %q: %w", m.cfg.Index, op, name, errno)
+}
+
+// checkName refuses names no directory may hold.
+func (m *MDT) checkName(op, name string) error {
+	switch {
+	case name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00"):
+		return m.errorf(op, name, syscall.EINVAL)
+	case len(name) > nameMax:
+		return m.errorf(op, name, syscall.ENAMETOOLONG)
+	}
+	return nil
+}
+
+func now() int64 { return time.Now().UnixNano() }
+
+func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
+	if len(r.Name) > nameMax {
+		return nil, m.errorf("lookup", r.Name, syscall.ENAMETOOLONG)
+	}
+	if _, err := m.getDir(r.Parent); err != nil {
+		return nil, err
+	}
+	var fid proto.FID
+	switch r.Name {
+	case ".":
+		fid = r.Parent
+	case "..":
+		p, err := m.getInode(r.Parent)
+		if err != nil {
+			return nil, err
+		}
+		fid = p.Parent
+	default:
+		d, err := m.getDirent(r.Parent, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		fid = d.FID
+	}
+	n, err := m.getInode(fid)
+	if err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
+	n, err := m.getInode(r.FID)
+	if err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, err := m.getInode(r.FID)
+	if err != nil {
+		return nil, err
+	}
+	a := &n.Attr
+	t := now()
+	if r.Valid&proto.SetMode != 0 {
+		a.Mode = a.Mode&sIFMT | r.Mode&^sIFMT
+	}
+	if r.Valid&proto.SetUid != 0 {
+		a.Uid = r.Uid
+	}
+	if r.Valid&proto.SetGid != 0 {
+		a.Gid = r.Gid
+	}
+	if r.Valid&proto.SetSize != 0 {
+		if n.isDir() {
+			return nil, m.errorf("truncate", r.FID.String(), syscall.EISDIR)
+		}
+		if a.Mode&sIFMT != sIFREG {
+			return nil, m.errorf("truncate", r.FID.String(), syscall.EINVAL)
+		}
+		a.Size = r.Size
+		a.Mtime = t
+	}
+	if r.Valid&proto.SetAtime != 0 {
+		a.Atime = r.Atime
+	}
+	if r.Valid&proto.SetAtimeNow != 0 {
+		a.Atime = t
+	}
+	if r.Valid&proto.SetMtime != 0 {
+		a.Mtime = r.Mtime
+	}
+	if r.Valid&proto.SetMtimeNow != 0 {
+		a.Mtime = t
+	}
+	a.Ctime = t
+	if r.Valid&proto.SetCtime != 0 {
+		a.Ctime = r.Ctime
+	}
+	b := m.db.NewBatch()
+	m.putInode(b, n)
+	if err := m.commit(b, r.Sync); err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+// newChild prepares a new inode in dir: FID, owner (a setgid directory
+// passes on its group, and to subdirectories its setgid bit) and times.
+func (m *MDT) newChild(b *pebble.Batch, dir *inode, mode uint32, c proto.Caller) (*inode, error) {
+	fid, err := m.allocFID(b)
+	if err != nil {
+		return nil, err
+	}
+	t := now()
+	n := &inode{Attr: proto.Attr{FID: fid, Mode: mode, Nlink: 1, Uid: c.Uid, Gid: c.Gid, Atime: t, Mtime: t, Ctime: t}}
+	if dir.Attr.Mode&sISGID != 0 {
+		n.Attr.Gid = dir.Attr.Gid
+		if mode&sIFMT == sIFDIR {
+			n.Attr.Mode |= sISGID
+		}
+	}
+	return n, nil
+}
+
+// linkInto adds name → child to dir in b and touches dir.
+func (m *MDT) linkInto(b *pebble.Batch, dir *inode, name string, child *inode) {
+	b.Set(direntKey(dir.Attr.FID, name), encode(&dirent{FID: child.Attr.FID, Mode: child.Attr.Mode & sIFMT}), nil)
+	t := now()
+	dir.Attr.Mtime, dir.Attr.Ctime = t, t
+	if child.isDir() {
+		dir.Attr.Nlink++
+	}
+	m.putInode(b, dir)
+}
+
+// prepareCreate checks that dir can take a new entry name.
+func (m *MDT) prepareCreate(op string, parent proto.FID, name string) (*inode, error) {
+	if err := m.checkName(op, name); err != nil {
+		return nil, err
+	}
+	dir, err := m.getDir(parent)
+	if err != nil {
+		return nil, err
+	}
+	if dir.Attr.Nlink == 0 {
+		return nil, m.errorf(op, name, syscall.ENOENT) // directory was removed
+	}
+	return dir, nil
+}
+
+func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
+	switch r.Mode & sIFMT {
+	case sIFREG, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
+	case 0:
+		r.Mode |= sIFREG
+	default:
+		return nil, m.errorf("create", r.Name, syscall.EINVAL)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dir, err := m.prepareCreate("create", r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	if d, err := m.getDirent(r.Parent, r.Name); err == nil {
+		if r.Excl || d.Mode != sIFREG || !r.Open {
+			return nil, m.errorf("create", r.Name, syscall.EEXIST)
+		}
+		n, err := m.getInode(d.FID) // lost a race with another creator: open it
+		if err != nil {
+			return nil, err
+		}
+		m.opens[n.Attr.FID]++
+		return &proto.AttrReply{Attr: n.Attr}, nil
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	b := m.db.NewBatch()
+	n, err := m.newChild(b, dir, r.Mode, r.Caller)
+	if err != nil {
+		return nil, err
+	}
+	n.Attr.Rdev = r.Rdev
+	if r.Mode&sIFMT == sIFREG {
+		if n.Attr.Layout, err = m.chooseLayout(ctx, dir, r.Layout); err != nil {
+			return nil, err
+		}
+	}
+	m.newInode(b, n)
+	m.linkInto(b, dir, r.Name, n)
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	if r.Open {
+		m.opens[n.Attr.FID]++
+	}
+	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+// chooseLayout instantiates a new file's layout: the request's, else the
+// directory's default, else the filesystem default, spread round-robin
+// over the OSTs when no first OST is asked for.
+func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (proto.Layout, error) {
+	cfg, err := m.config(ctx)
+	if err != nil {
+		return proto.Layout{}, err
+	}
+	nOST := 0
+	for _, t := range cfg.OSTs {
+		nOST = max(nOST, int(t.Index)+1)
+	}
+	if nOST == 0 {
+		return proto.Layout{}, fmt.Errorf("mdt%d: no OST has registered yet: %w", m.cfg.Index, syscall.ENOSPC)
+	}
+	l := cfg.Default
+	if dir.DefLayout.IsSet() {
+		l = dir.DefLayout
+	}
+	if req.IsSet() {
+		l = req
+	}
+	if int32(l.StripeCount) == -1 || l.StripeCount > uint32(nOST) && !req.IsSet() {
+		l.StripeCount = uint32(nOST)
+	}
+	if len(l.OSTs) == 0 {
+		l = l.Instantiate(nOST, int(m.rr.Add(1)-1))
+	}
+	if err := l.Validate(nOST); err != nil {
+		return proto.Layout{}, fmt.Errorf("mdt%d: layout: %w", m.cfg.Index, err)
+	}
+	return l, nil
+}
+
+func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dir, err := m.prepareCreate("mkdir", r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.getDirent(r.Parent, r.Name); err == nil {
+		return nil, m.errorf("mkdir", r.Name, syscall.EEXIST)
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	b := m.db.NewBatch()
+	n, err := m.newChild(b, dir, sIFDIR|r.Mode&0o7777, r.Caller)
+	if err != nil {
+		return nil, err
+	}
+	n.Attr.Nlink = 2
+	n.Parent = dir.Attr.FID
+	n.DefLayout = dir.DefLayout
+	m.newInode(b, n)
+	m.linkInto(b, dir, r.Name, n)
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
+	if len(r.Target) == 0 || len(r.Target) >= 4096 {
+		return nil, m.errorf("symlink", r.Name, syscall.ENAMETOOLONG)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dir, err := m.prepareCreate("symlink", r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.getDirent(r.Parent, r.Name); err == nil {
+		return nil, m.errorf("symlink", r.Name, syscall.EEXIST)
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	b := m.db.NewBatch()
+	n, err := m.newChild(b, dir, sIFLNK|0o777, r.Caller)
+	if err != nil {
+		return nil, err
+	}
+	n.Target = r.Target
+	n.Attr.Size = uint64(len(r.Target))
+	m.newInode(b, n)
+	m.linkInto(b, dir, r.Name, n)
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+func (m *MDT) readlink(ctx context.Context, r *proto.GetattrReq) (any, error) {
+	n, err := m.getInode(r.FID)
+	if err != nil {
+		return nil, err
+	}
+	if n.Attr.Mode&sIFMT != sIFLNK {
+		return nil, m.errorf("readlink", r.FID.String(), syscall.EINVAL)
+	}
+	return &proto.ReadlinkReply{Target: n.Target}, nil
+}
+
+// dropLink removes one link to n in b. It reports whether the file's data
+// is to be destroyed now (last link of a file nobody has open); an open
+// file becomes an orphan until its last close.
+func (m *MDT) dropLink(b *pebble.Batch, n *inode) (destroy bool) {
+	t := now()
+	n.Attr.Ctime = t
+	if n.isDir() {
+		n.Attr.Nlink = 0
+	} else if n.Attr.Nlink > 0 {
+		n.Attr.Nlink--
+	}
+	if n.Attr.Nlink > 0 {
+		m.putInode(b, n)
+		return false
+	}
+	if m.opens[n.Attr.FID] > 0 {
+		m.putInode(b, n)
+		b.Set(orphanKey(n.Attr.FID), nil, nil)
+		return false
+	}
+	m.deleteInode(b, n.Attr.FID)
+	return n.Attr.Mode&sIFMT == sIFREG
+}
+
+func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
+	op := "unlink"
+	if r.Dir {
+		op = "rmdir"
+	}
+	if err := m.checkName(op, r.Name); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dir, err := m.getDir(r.Parent)
+	if err != nil {
+		return nil, err
+	}
+	d, err := m.getDirent(r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := m.getInode(d.FID)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkRemovable(op, r.Name, n, r.Dir); err != nil {
+		return nil, err
+	}
+	b := m.db.NewBatch()
+	b.Delete(direntKey(r.Parent, r.Name), nil)
+	t := now()
+	dir.Attr.Mtime, dir.Attr.Ctime = t, t
+	if n.isDir() {
+		dir.Attr.Nlink--
+	}
+	m.putInode(b, dir)
+	destroy := m.dropLink(b, n)
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	return &proto.UnlinkReply{Attr: n.Attr, Destroy: destroy}, nil
+}
+
+// checkRemovable applies unlink/rmdir's type rules and rmdir's emptiness.
+func (m *MDT) checkRemovable(op, name string, n *inode, wantDir bool) error {
+	switch {
+	case wantDir && !n.isDir():
+		return m.errorf(op, name, syscall.ENOTDIR)
+	case !wantDir && n.isDir():
+		return m.errorf(op, name, syscall.EISDIR)
+	case n.isDir():
+		empty, err := m.dirEmpty(n.Attr.FID)
+		if err != nil {
+			return fmt.Errorf("mdt%d: %s %q: %v: %w", m.cfg.Index, op, name, err, syscall.EIO)
+		}
+		if !empty {
+			return m.errorf(op, name, syscall.ENOTEMPTY)
+		}
+	}
+	return nil
+}
+
+// isAncestor reports whether a is dir or one of dir's ancestors.
+func (m *MDT) isAncestor(a, dir proto.FID) (bool, error) {
+	for i := 0; i < 4096; i++ {
+		if dir == a {
+			return true, nil
+		}
+		if dir == proto.RootFID {
+			return false, nil
+		}
+		n, err := m.getInode(dir)
+		if err != nil {
+			return false, err
+		}
+		dir = n.Parent
+	}
+	return false, fmt.Errorf("mdt%d: directory tree deeper than 4096 or looped: %w", m.cfg.Index, syscall.ELOOP)
+}
+
+func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
+	if err := m.checkName("rename", r.SrcName); err != nil {
+		return nil, err
+	}
+	if err := m.checkName("rename", r.DstName); err != nil {
+		return nil, err
+	}
+	if r.Flags&^(proto.RenameNoReplace|proto.RenameExchange) != 0 ||
+		r.Flags == proto.RenameNoReplace|proto.RenameExchange {
+		return nil, m.errorf("rename", r.SrcName, syscall.EINVAL)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sdir, err := m.getDir(r.SrcParent)
+	if err != nil {
+		return nil, err
+	}
+	ddir := sdir
+	if r.DstParent != r.SrcParent {
+		if ddir, err = m.getDir(r.DstParent); err != nil {
+			return nil, err
+		}
+	}
+	sd, err := m.getDirent(r.SrcParent, r.SrcName)
+	if err != nil {
+		return nil, err
+	}
+	src, err := m.getInode(sd.FID)
+	if err != nil {
+		return nil, err
+	}
+	if src.isDir() && r.DstParent != r.SrcParent {
+		if in, err := m.isAncestor(src.Attr.FID, r.DstParent); err != nil {
+			return nil, err
+		} else if in {
+			return nil, m.errorf("rename", r.SrcName, syscall.EINVAL)
+		}
+	}
+	var dst *inode
+	if dd, err := m.getDirent(r.DstParent, r.DstName); err == nil {
+		if dst, err = m.getInode(dd.FID); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	if r.Flags&proto.RenameExchange != 0 {
+		return m.exchange(r, sdir, ddir, src, dst)
+	}
+	reply := &proto.RenameReply{}
+	if dst != nil {
+		if r.Flags&proto.RenameNoReplace != 0 {
+			return nil, m.errorf("rename", r.DstName, syscall.EEXIST)
+		}
+		if dst.Attr.FID == src.Attr.FID {
+			return reply, nil // two links to one inode: POSIX says do nothing
+		}
+		if src.isDir() && !dst.isDir() {
+			return nil, m.errorf("rename", r.DstName, syscall.ENOTDIR)
+		}
+		if !src.isDir() && dst.isDir() {
+			return nil, m.errorf("rename", r.DstName, syscall.EISDIR)
+		}
+		if dst.isDir() {
+			if in, err := m.isAncestor(dst.Attr.FID, r.SrcParent); err != nil {
+				return nil, err
+			} else if in {
+				return nil, m.errorf("rename", r.DstName, syscall.ENOTEMPTY)
+			}
+		}
+		if err := m.checkRemovable("rename", r.DstName, dst, dst.isDir()); err != nil {
+			return nil, err
+		}
+	}
+	b := m.db.NewBatch()
+	t := now()
+	b.Delete(direntKey(r.SrcParent, r.SrcName), nil)
+	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	if dst != nil {
+		reply.Replaced, reply.HasReplaced = dst.Attr, true
+		reply.Destroy = m.dropLink(b, dst)
+		if dst.isDir() {
+			ddir.Attr.Nlink--
+		}
+	}
+	if src.isDir() && sdir != ddir {
+		sdir.Attr.Nlink--
+		ddir.Attr.Nlink++
+		src.Parent = ddir.Attr.FID
+	}
+	src.Attr.Ctime = t
+	m.putInode(b, src)
+	sdir.Attr.Mtime, sdir.Attr.Ctime = t, t
+	ddir.Attr.Mtime, ddir.Attr.Ctime = t, t
+	m.putInode(b, sdir)
+	if ddir != sdir {
+		m.putInode(b, ddir)
+	}
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// exchange swaps two entries (renameat2 RENAME_EXCHANGE).
+func (m *MDT) exchange(r *proto.RenameReq, sdir, ddir, src, dst *inode) (any, error) {
+	if dst == nil {
+		return nil, m.errorf("rename", r.DstName, syscall.ENOENT)
+	}
+	if dst.isDir() && r.DstParent != r.SrcParent {
+		if in, err := m.isAncestor(dst.Attr.FID, r.SrcParent); err != nil {
+			return nil, err
+		} else if in {
+			return nil, m.errorf("rename", r.DstName, syscall.EINVAL)
+		}
+	}
+	b := m.db.NewBatch()
+	t := now()
+	b.Set(direntKey(r.SrcParent, r.SrcName), encode(&dirent{FID: dst.Attr.FID, Mode: dst.Attr.Mode & sIFMT}), nil)
+	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	if sdir != ddir {
+		if src.isDir() {
+			src.Parent = ddir.Attr.FID
+			sdir.Attr.Nlink--
+			ddir.Attr.Nlink++
+		}
+		if dst.isDir() {
+			dst.Parent = sdir.Attr.FID
+			ddir.Attr.Nlink--
+			sdir.Attr.Nlink++
+		}
+	}
+	src.Attr.Ctime, dst.Attr.Ctime = t, t
+	m.putInode(b, src)
+	m.putInode(b, dst)
+	sdir.Attr.Mtime, sdir.Attr.Ctime = t, t
+	ddir.Attr.Mtime, ddir.Attr.Ctime = t, t
+	m.putInode(b, sdir)
+	if ddir != sdir {
+		m.putInode(b, ddir)
+	}
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	return &proto.RenameReply{}, nil
+}
+
+func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dir, err := m.prepareCreate("link", r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	n, err := m.getInode(r.FID)
+	if err != nil {
+		return nil, err
+	}
+	if n.isDir() {
+		return nil, m.errorf("link", r.Name, syscall.EPERM)
+	}
+	if n.Attr.Nlink == 0 {
+		return nil, m.errorf("link", r.Name, syscall.ENOENT)
+	}
+	if n.Attr.Nlink >= 65000 {
+		return nil, m.errorf("link", r.Name, syscall.EMLINK)
+	}
+	if _, err := m.getDirent(r.Parent, r.Name); err == nil {
+		return nil, m.errorf("link", r.Name, syscall.EEXIST)
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	b := m.db.NewBatch()
+	n.Attr.Nlink++
+	n.Attr.Ctime = now()
+	m.putInode(b, n)
+	m.linkInto(b, dir, r.Name, n)
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+// readdirMax bounds the entries of one reply.
+const readdirMax = 4096
+
+func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
+	dir, err := m.getDir(r.FID)
+	if err != nil {
+		return nil, err
+	}
+	limit := int(min(max(r.Max, 1), readdirMax))
+	out := &proto.ReaddirReply{}
+	add := func(e proto.DirEnt) {
+		if r.Plus {
+			if n, err := m.getInode(e.FID); err == nil {
+				e.Attr = n.Attr
+			}
+		}
+		out.Entries = append(out.Entries, e)
+	}
+	if r.Cookie < 1 {
+		add(proto.DirEnt{Name: ".", FID: r.FID, Mode: sIFDIR, Cookie: 1})
+	}
+	if r.Cookie < 2 && len(out.Entries) < limit {
+		add(proto.DirEnt{Name: "..", FID: dir.Parent, Mode: sIFDIR, Cookie: 2})
+	}
+	p := direntPrefix(r.FID)
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: cookieKey(r.FID, max(r.Cookie+1, firstCookie)), UpperBound: prefixEnd(p)})
+	if err != nil {
+		return nil, fmt.Errorf("mdt%d: readdir: %v: %w", m.cfg.Index, err, syscall.EIO)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(out.Entries) >= limit {
+			return out, nil
+		}
+		k := it.Key()
+		if len(k) < len(p)+8 {
+			continue
+		}
+		var d dirent
+		if err := wire.Unmarshal(it.Value(), &d); err != nil {
+			return nil, fmt.Errorf("mdt%d: readdir: corrupt entry: %v: %w", m.cfg.Index, err, syscall.EIO)
+		}
+		cookie := uint64(k[len(p)])<<56 | uint64(k[len(p)+1])<<48 | uint64(k[len(p)+2])<<40 | uint64(k[len(p)+3])<<32 |
+			uint64(k[len(p)+4])<<24 | uint64(k[len(p)+5])<<16 | uint64(k[len(p)+6])<<8 | uint64(k[len(p)+7])
+		add(proto.DirEnt{Name: string(k[len(p)+8:]), FID: d.FID, Mode: d.Mode, Cookie: cookie})
+	}
+	out.EOF = true
+	return out, nil
+}
+
+func (m *MDT) statfs(ctx context.Context, r *proto.Empty) (any, error) {
+	used := uint64(max(m.inodes.Load(), 0))
+	free := uint64(1 << 32)
+	var st syscall.Statfs_t
+	if m.cfg.FS == nil && syscall.Statfs(m.cfg.DataDir, &st) == nil {
+		// About one KiB of database per inode.
+		free = st.Bavail * uint64(st.Bsize) / 1024
+	}
+	return &proto.StatfsReply{Files: used + free, Ffree: free}, nil
+}

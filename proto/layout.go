@@ -1,0 +1,72 @@
+package proto
+
+import (
+	"fmt"
+	"syscall"
+)
+
+const (
+	// MinStripeSize is the unit every stripe size is a multiple of, as in
+	// Lustre (64 KiB).
+	MinStripeSize = 64 << 10
+	// MaxStripeSize bounds a stripe unit (and so one object write).
+	MaxStripeSize = 64 << 20
+	// DefaultStripeSize and DefaultStripeCount apply when no directory on
+	// the path sets a default.
+	DefaultStripeSize  = 1 << 20
+	DefaultStripeCount = 1
+)
+
+// Layout says where a regular file's bytes live: stripe unit i of the file
+// goes to object i%StripeCount, held by OST OSTs[i%StripeCount].
+type Layout struct {
+	StripeSize  uint32
+	StripeCount uint32
+	// FirstOST is the OST of stripe 0 as requested; -1 lets the MDT choose.
+	FirstOST int32
+	// OSTs holds the OST index of each stripe, fixed when the layout is
+	// instantiated at create time.
+	OSTs []uint32
+}
+
+// IsSet reports whether l carries a stripe size (a directory default or a
+// file layout), as opposed to "inherit".
+func (l Layout) IsSet() bool { return l.StripeSize != 0 }
+
+// Validate checks a requested layout against the number of OSTs. A count
+// of -1 (all OSTs) must be resolved before calling it.
+func (l Layout) Validate(nOST int) error {
+	switch {
+	case l.StripeSize == 0 || l.StripeSize%MinStripeSize != 0:
+		return fmt.Errorf("stripe size %d is not a positive multiple of 64 KiB: %w", l.StripeSize, syscall.EINVAL)
+	case l.StripeSize > MaxStripeSize:
+		return fmt.Errorf("stripe size %d is over the %d limit: %w", l.StripeSize, MaxStripeSize, syscall.EINVAL)
+	case l.StripeCount == 0:
+		return fmt.Errorf("stripe count 0: %w", syscall.EINVAL)
+	case int(l.StripeCount) > nOST:
+		return fmt.Errorf("stripe count %d is above the %d OSTs: %w", l.StripeCount, nOST, syscall.EINVAL)
+	case l.FirstOST >= int32(nOST) || l.FirstOST < -1:
+		return fmt.Errorf("first OST %d does not exist (%d OSTs): %w", l.FirstOST, nOST, syscall.EINVAL)
+	}
+	for _, o := range l.OSTs {
+		if int(o) >= nOST {
+			return fmt.Errorf("OST index %d does not exist (%d OSTs): %w", o, nOST, syscall.EINVAL)
+		}
+	}
+	return nil
+}
+
+// Instantiate fixes the OST of each stripe, starting at FirstOST or, when
+// that is -1, at start.
+func (l Layout) Instantiate(nOST int, start int) Layout {
+	first := int(l.FirstOST)
+	if first < 0 {
+		first = start % nOST
+	}
+	l.FirstOST = int32(first)
+	l.OSTs = make([]uint32, l.StripeCount)
+	for i := range l.OSTs {
+		l.OSTs[i] = uint32((first + i) % nOST)
+	}
+	return l
+}

@@ -1,0 +1,317 @@
+package proto
+
+// Method numbers. MDT methods are below 64, OST methods from 64, cluster
+// (MGS) methods from 128. A number is never reused for another meaning.
+const (
+	MLookup uint16 = 1 + iota
+	MGetattr
+	MSetattr
+	MCreate
+	MMkdir
+	MSymlink
+	MReadlink
+	MUnlink
+	MRename
+	MLink
+	MReaddir
+	MGetxattr
+	MSetxattr
+	MListxattr
+	MRemovexattr
+	MStatfs
+	MOpen
+	MClose
+	MSync
+	MOrphans
+	MDestroyDone
+)
+
+const (
+	OWrite uint16 = 64 + iota
+	ORead
+	OPunch
+	OGetattr
+	ODestroy
+	OStatfs
+	OSync
+	OList
+)
+
+const (
+	GConfig uint16 = 128 + iota
+	GRegister
+)
+
+// MethodName is the short name stats print for m.
+func MethodName(m uint16) string {
+	if n, ok := methodNames[m]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+var methodNames = map[uint16]string{
+	MLookup: "lookup", MGetattr: "getattr", MSetattr: "setattr", MCreate: "create",
+	MMkdir: "mkdir", MSymlink: "symlink", MReadlink: "readlink", MUnlink: "unlink",
+	MRename: "rename", MLink: "link", MReaddir: "readdir", MGetxattr: "getxattr",
+	MSetxattr: "setxattr", MListxattr: "listxattr", MRemovexattr: "removexattr",
+	MStatfs: "statfs", MOpen: "open", MClose: "close", MSync: "sync",
+	MOrphans: "orphans", MDestroyDone: "destroy_done",
+	OWrite: "ost_write", ORead: "ost_read", OPunch: "ost_punch", OGetattr: "ost_getattr",
+	ODestroy: "ost_destroy", OStatfs: "ost_statfs", OSync: "ost_sync", OList: "ost_list",
+	GConfig: "mgs_config", GRegister: "mgs_register",
+}
+
+// Attr is an inode's attributes as the MDT keeps them. Times are
+// nanoseconds since the epoch.
+type Attr struct {
+	FID                 FID
+	Mode                uint32 // type and permission bits, as st_mode
+	Nlink               uint32
+	Uid, Gid            uint32
+	Rdev                uint32
+	Size                uint64
+	Atime, Mtime, Ctime int64
+	Layout              Layout // regular files: where the data lives
+}
+
+// Caller is who asks, as the kernel reported it.
+type Caller struct {
+	Uid, Gid uint32
+}
+
+type LookupReq struct {
+	Parent FID
+	Name   string
+}
+
+type GetattrReq struct{ FID FID }
+
+type AttrReply struct{ Attr Attr }
+
+// Setattr valid bits.
+const (
+	SetMode uint32 = 1 << iota
+	SetUid
+	SetGid
+	SetSize
+	SetAtime
+	SetMtime
+	SetCtime
+	SetAtimeNow
+	SetMtimeNow
+)
+
+type SetattrReq struct {
+	FID                 FID
+	Valid               uint32
+	Mode, Uid, Gid      uint32
+	Size                uint64
+	Atime, Mtime, Ctime int64
+	// Sync asks the MDT to commit before replying (fsync).
+	Sync bool
+}
+
+type CreateReq struct {
+	Parent FID
+	Name   string
+	Mode   uint32 // with the type bits: S_IFREG, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK
+	Rdev   uint32
+	Caller Caller
+	Excl   bool
+	// Open counts an open on the new file (create+open in one RPC).
+	Open bool
+	// Layout, if set, overrides the directory default.
+	Layout Layout
+}
+
+type MkdirReq struct {
+	Parent FID
+	Name   string
+	Mode   uint32
+	Caller Caller
+}
+
+type SymlinkReq struct {
+	Parent FID
+	Name   string
+	Target string
+	Caller Caller
+}
+
+type ReadlinkReply struct{ Target string }
+
+type UnlinkReq struct {
+	Parent FID
+	Name   string
+	Dir    bool // rmdir
+}
+
+// UnlinkReply tells the client what went away. When Destroy is set the
+// last link of a file that nobody holds open is gone: its OST objects are
+// to be destroyed (by the client, which then confirms with MDestroyDone).
+type UnlinkReply struct {
+	Attr    Attr
+	Destroy bool
+}
+
+// Rename flags, as renameat2.
+const (
+	RenameNoReplace uint32 = 1
+	RenameExchange  uint32 = 2
+)
+
+type RenameReq struct {
+	SrcParent FID
+	SrcName   string
+	DstParent FID
+	DstName   string
+	Flags     uint32
+}
+
+type RenameReply struct {
+	// Replaced is the inode the rename unlinked at the destination, if any.
+	Replaced    Attr
+	HasReplaced bool
+	Destroy     bool
+}
+
+type LinkReq struct {
+	FID    FID
+	Parent FID
+	Name   string
+}
+
+type ReaddirReq struct {
+	FID FID
+	// Cookie is where to resume: 0 for the start, else the cookie of the
+	// last entry already returned.
+	Cookie uint64
+	Max    uint32
+	Plus   bool // return attributes too
+}
+
+type DirEnt struct {
+	Name   string
+	FID    FID
+	Mode   uint32 // type bits
+	Cookie uint64
+	Attr   Attr // when Plus
+}
+
+type ReaddirReply struct {
+	Entries []DirEnt
+	EOF     bool
+}
+
+type XattrReq struct {
+	FID   FID
+	Name  string
+	Value []byte
+	Flags uint32 // XATTR_CREATE / XATTR_REPLACE for set
+}
+
+type XattrReply struct {
+	Value []byte
+	Names []string
+}
+
+type StatfsReply struct {
+	Blocks, Bfree, Bavail uint64 // bytes
+	Files, Ffree          uint64
+}
+
+type OpenReq struct {
+	FID   FID
+	Flags uint32
+}
+
+type CloseReq struct {
+	FID FID
+	// SetSize carries size and mtime the client learned from its writes.
+	SetSize bool
+	Size    uint64
+	Mtime   int64
+}
+
+type CloseReply struct {
+	Attr    Attr
+	Destroy bool
+}
+
+type DestroyDoneReq struct{ FID FID }
+
+type SyncReq struct{}
+
+type Empty struct{}
+
+// Target kinds in the cluster map.
+const (
+	KindMDT = "mdt"
+	KindOST = "ost"
+)
+
+type Target struct {
+	Kind  string
+	Index uint32
+	Addr  string
+}
+
+// Config is the cluster map MDT0 serves (the MGS role).
+type Config struct {
+	FSName  string
+	MDTs    []Target
+	OSTs    []Target
+	Default Layout
+}
+
+type RegisterReq struct{ Target Target }
+
+// OST messages.
+
+type OWriteReq struct {
+	Obj ObjID
+	Off uint64
+	// Bulk data follows the message.
+}
+
+type OWriteReply struct{ Size uint64 }
+
+type OReadReq struct {
+	Obj ObjID
+	Off uint64
+	Len uint32
+}
+
+// OReadReply: the bulk holds the bytes read (short at the object's end).
+type OReadReply struct {
+	N    uint32
+	Size uint64 // the object's size
+}
+
+type OPunchReq struct {
+	Obj  ObjID
+	Size uint64 // truncate the object to this size
+}
+
+type OGetattrReq struct{ Obj ObjID }
+
+type OGetattrReply struct {
+	Exists bool
+	Size   uint64
+	Blocks uint64 // 512-byte blocks allocated
+}
+
+type ODestroyReq struct{ Obj ObjID }
+
+type OSyncReq struct{ Objs []ObjID }
+
+type OListReq struct {
+	After ObjID
+	Max   uint32
+}
+
+type OListReply struct {
+	Objs []ObjID
+	EOF  bool
+}

@@ -1,0 +1,377 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/wire"
+)
+
+// ErrDisconnected reports a call whose connection broke after the request
+// was sent: the server may or may not have executed it.
+var ErrDisconnected = errors.New("rpc: connection lost")
+
+// RemoteError is an error the server described in text.
+type RemoteError struct{ Text string }
+
+func (e *RemoteError) Error() string { return e.Text }
+
+// Call is one request and where its reply goes.
+type Call struct {
+	Method  uint16
+	Req     any      // wire-encoded request message, or nil
+	BulkOut [][]byte // data sent after the message, not copied
+	Resp    any      // decoded reply message, or nil
+	BulkIn  []byte   // reply data is read straight into this buffer
+	NBulkIn int      // bytes of BulkIn filled
+
+	done chan struct{}
+	err  error
+}
+
+// Client is a connection to one server that redials when the connection
+// is lost. It is safe for concurrent use; calls share one connection.
+type Client struct {
+	Addr  string
+	Name  string // our name, sent in the hello
+	Stats *Stats
+	// DialTimeout bounds each connection attempt.
+	DialTimeout time.Duration
+	// RetryFor is how long a call keeps redialing a server that refuses
+	// connections (e.g. while it restarts) before giving up.
+	RetryFor time.Duration
+
+	mu   sync.Mutex
+	conn *clientConn
+	dial chan struct{} // closed when an in-progress dial ends
+	shut bool
+}
+
+// NewClient returns a client for addr; it connects on first use.
+func NewClient(addr, name string) *Client {
+	return &Client{Addr: addr, Name: name, Stats: NewStats(), DialTimeout: 5 * time.Second, RetryFor: 60 * time.Second}
+}
+
+type clientConn struct {
+	c       net.Conn
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	pending map[uint64]*Call
+	nextID  uint64
+	err     error // set once the connection is dead
+}
+
+// Close closes the connection; calls in flight fail.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.shut = true
+	cc := c.conn
+	c.conn = nil
+	c.mu.Unlock()
+	if cc != nil {
+		cc.fail(errClosed)
+	}
+	return nil
+}
+
+// Do performs call, redialing a refused or lost server until ctx ends or
+// RetryFor passes. A call already sent when its connection broke is not
+// resent: it fails with ErrDisconnected, since only the caller knows whether
+// the operation may be repeated.
+func (c *Client) Do(ctx context.Context, call *Call) error {
+	start := time.Now()
+	backoff := 20 * time.Millisecond
+	for {
+		cc, err := c.get(ctx)
+		if err == nil {
+			return c.do(ctx, cc, call)
+		}
+		if errors.Is(err, errClosed) || ctx.Err() != nil || time.Since(start) > c.RetryFor {
+			return fmt.Errorf("%s: %w", c.Addr, err)
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", c.Addr, ctx.Err())
+		}
+		backoff = min(backoff*2, time.Second)
+	}
+}
+
+// Invoke is the typed form of Do for calls without bulk data.
+func Invoke[Resp any](ctx context.Context, c *Client, method uint16, req any) (*Resp, error) {
+	resp := new(Resp)
+	if err := c.Do(ctx, &Call{Method: method, Req: req, Resp: resp}); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (c *Client) get(ctx context.Context) (*clientConn, error) {
+	for {
+		c.mu.Lock()
+		if c.shut {
+			c.mu.Unlock()
+			return nil, errClosed
+		}
+		if c.conn != nil {
+			cc := c.conn
+			c.mu.Unlock()
+			return cc, nil
+		}
+		if c.dial != nil {
+			wait := c.dial
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				c.mu.Lock()
+				ok := c.conn != nil
+				c.mu.Unlock()
+				if !ok {
+					return nil, fmt.Errorf("dial failed")
+				}
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		wait := make(chan struct{})
+		c.dial = wait
+		c.mu.Unlock()
+		cc, err := c.connect(ctx)
+		c.mu.Lock()
+		c.dial = nil
+		if err == nil {
+			if c.shut {
+				cc.fail(errClosed)
+				err = errClosed
+			} else {
+				c.conn = cc
+			}
+		}
+		c.mu.Unlock()
+		close(wait)
+		return cc, err
+	}
+}
+
+func (c *Client) connect(ctx context.Context) (*clientConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	nc, err := DialContext(dctx, c.Addr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := dctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	msg := wire.Marshal(nil, &hello{Version: Version, Name: c.Name})
+	var wmu sync.Mutex
+	if err := writeFrame(&wmu, nc, Header{Kind: KindHello, MsgLen: uint32(len(msg))}, msg, nil); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	r := bufio.NewReaderSize(nc, 64<<10)
+	hb := make([]byte, HeaderSize)
+	if _, err := io.ReadFull(r, hb); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	h, err := DecodeHeader(hb)
+	if err == nil && (h.Kind != KindHello || h.BulkLen != 0 || h.MsgLen > 4096) {
+		err = fmt.Errorf("%w: expected hello", ErrBadFrame)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	body := make([]byte, h.MsgLen)
+	if _, err := io.ReadFull(r, body); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	if h.Status != 0 {
+		var we wireError
+		_ = wire.Unmarshal(body, &we)
+		nc.Close()
+		return nil, fmt.Errorf("hello refused: %s", we.Text)
+	}
+	_ = nc.SetDeadline(time.Time{})
+	cc := &clientConn{c: nc, pending: map[uint64]*Call{}}
+	go cc.readLoop(r)
+	return cc, nil
+}
+
+func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
+	var msg []byte
+	if call.Req != nil {
+		msg = wire.Marshal(nil, call.Req)
+	}
+	n := 0
+	for _, b := range call.BulkOut {
+		n += len(b)
+	}
+	if len(msg) > MaxMsg || n > MaxBulk {
+		return fmt.Errorf("rpc: request too large (%d+%d bytes)", len(msg), n)
+	}
+	h := Header{Kind: KindRequest, Method: call.Method, MsgLen: uint32(len(msg)), BulkLen: uint32(n)}
+	if dl, ok := ctx.Deadline(); ok {
+		ms := time.Until(dl).Milliseconds()
+		if ms <= 0 {
+			return context.DeadlineExceeded
+		}
+		h.TimeoutMs = uint32(min(ms, 1<<31))
+	}
+	call.done = make(chan struct{})
+	call.err = nil
+	call.NBulkIn = 0
+	cc.mu.Lock()
+	if cc.err != nil {
+		err := cc.err
+		cc.mu.Unlock()
+		c.drop(cc)
+		return err
+	}
+	cc.nextID++
+	id := cc.nextID
+	h.ReqID = id
+	cc.pending[id] = call
+	cc.mu.Unlock()
+	c.Stats.request(call.Method, int64(n))
+
+	if err := writeFrame(&cc.wmu, cc.c, h, msg, call.BulkOut); err != nil {
+		cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
+		c.drop(cc)
+	}
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		cc.mu.Lock()
+		_, mine := cc.pending[id]
+		delete(cc.pending, id)
+		cc.mu.Unlock()
+		if mine {
+			return ctx.Err()
+		}
+		<-call.done // the reader owns the call now; it is filling BulkIn
+	}
+	if errors.Is(call.err, ErrDisconnected) {
+		c.drop(cc)
+	}
+	if call.err == nil {
+		c.Stats.reply(call.Method, int64(call.NBulkIn))
+	}
+	return call.err
+}
+
+// drop forgets a dead connection so the next call redials.
+func (c *Client) drop(cc *clientConn) {
+	c.mu.Lock()
+	if c.conn == cc {
+		c.conn = nil
+	}
+	c.mu.Unlock()
+}
+
+func (cc *clientConn) fail(err error) {
+	cc.mu.Lock()
+	if cc.err == nil {
+		cc.err = err
+	}
+	pending := cc.pending
+	cc.pending = map[uint64]*Call{}
+	cc.mu.Unlock()
+	cc.c.Close()
+	for _, call := range pending {
+		call.err = err
+		close(call.done)
+	}
+}
+
+func (cc *clientConn) readLoop(r *bufio.Reader) {
+	hb := make([]byte, HeaderSize)
+	for {
+		if _, err := io.ReadFull(r, hb); err != nil {
+			cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
+			return
+		}
+		h, err := DecodeHeader(hb)
+		if err == nil && h.Kind != KindReply {
+			err = fmt.Errorf("%w: kind %d where a reply belongs", ErrBadFrame, h.Kind)
+		}
+		if err != nil {
+			cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
+			return
+		}
+		cc.mu.Lock()
+		call := cc.pending[h.ReqID]
+		delete(cc.pending, h.ReqID)
+		cc.mu.Unlock()
+		if err := cc.readReply(r, h, call); err != nil {
+			cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
+			return
+		}
+	}
+}
+
+// readReply consumes one reply's body. call is nil for a reply whose caller
+// gave up; its body is discarded.
+func (cc *clientConn) readReply(r *bufio.Reader, h Header, call *Call) error {
+	msg := make([]byte, h.MsgLen)
+	if _, err := io.ReadFull(r, msg); err != nil {
+		if call != nil {
+			call.err = fmt.Errorf("%w: %v", ErrDisconnected, err)
+			close(call.done)
+		}
+		return err
+	}
+	var bulkErr error
+	if call != nil && int(h.BulkLen) <= len(call.BulkIn) {
+		if _, err := io.ReadFull(r, call.BulkIn[:h.BulkLen]); err != nil {
+			call.err = fmt.Errorf("%w: %v", ErrDisconnected, err)
+			close(call.done)
+			return err
+		}
+		call.NBulkIn = int(h.BulkLen)
+	} else {
+		if _, err := r.Discard(int(h.BulkLen)); err != nil {
+			if call != nil {
+				call.err = fmt.Errorf("%w: %v", ErrDisconnected, err)
+				close(call.done)
+			}
+			return err
+		}
+		if h.BulkLen > 0 {
+			bulkErr = fmt.Errorf("rpc: reply bulk of %d bytes exceeds buffer", h.BulkLen)
+		}
+	}
+	if call == nil {
+		return nil
+	}
+	switch {
+	case h.Status > 0:
+		call.err = syscall.Errno(h.Status)
+	case h.Status == StatusError:
+		var we wireError
+		if err := wire.Unmarshal(msg, &we); err != nil {
+			call.err = err
+		} else {
+			call.err = &RemoteError{Text: we.Text}
+		}
+	case h.Status != 0:
+		call.err = fmt.Errorf("%w: status %d", ErrBadFrame, h.Status)
+	case bulkErr != nil:
+		call.err = bulkErr
+	case call.Resp != nil:
+		call.err = wire.Unmarshal(msg, call.Resp)
+	}
+	close(call.done)
+	return nil
+}

@@ -1,0 +1,299 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/wire"
+)
+
+// Request is one incoming call as a handler sees it. Msg and Bulk are only
+// valid until the handler returns.
+type Request struct {
+	Method uint16
+	Msg    []byte
+	Bulk   []byte
+	Peer   string
+}
+
+// Decode decodes the request message into v.
+func (r *Request) Decode(v any) error { return wire.Unmarshal(r.Msg, v) }
+
+// Reply is what a handler answers: a message and optional bulk data that is
+// written straight from the given slices.
+type Reply struct {
+	Msg  any
+	Bulk [][]byte
+	// Done, if set, runs after the reply has been written, e.g. to return
+	// Bulk's buffers to a pool.
+	Done func()
+}
+
+// Handler serves one method. An error that wraps a syscall.Errno reaches
+// the caller as that errno; any other error as its text.
+type Handler func(ctx context.Context, req *Request) (Reply, error)
+
+// Server dispatches framed requests to handlers.
+type Server struct {
+	Name     string
+	Stats    *Stats
+	handlers [256]Handler
+	// MaxInFlight bounds concurrent requests per connection.
+	MaxInFlight int
+
+	mu    sync.Mutex
+	lis   []net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+	done  bool
+}
+
+// NewServer returns a server with no handlers.
+func NewServer(name string) *Server {
+	return &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}}
+}
+
+// Handle registers h for method m.
+func (s *Server) Handle(m uint16, h Handler) {
+	if int(m) >= len(s.handlers) {
+		panic(fmt.Sprintf("rpc: method %d out of range", m))
+	}
+	s.handlers[m] = h
+}
+
+// Serve accepts connections on l until l is closed.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.done {
+		s.mu.Unlock()
+		return errClosed
+	}
+	s.lis = append(s.lis, l)
+	s.mu.Unlock()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.done {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c)
+	}
+}
+
+// Close stops listening, closes every connection and waits for handlers.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.done = true
+	for _, l := range s.lis {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+type serverConn struct {
+	s    *Server
+	c    net.Conn
+	wmu  sync.Mutex
+	peer string
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	sc := &serverConn{s: s, c: c, peer: c.RemoteAddr().String()}
+	r := bufio.NewReaderSize(c, 64<<10)
+	if err := sc.handshake(r); err != nil {
+		log.Printf("%s: %s: %v", s.Name, sc.peer, err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sem := make(chan struct{}, max(1, s.MaxInFlight))
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	hb := make([]byte, HeaderSize)
+	for {
+		if _, err := io.ReadFull(r, hb); err != nil {
+			return
+		}
+		h, err := DecodeHeader(hb)
+		if err == nil && h.Kind != KindRequest {
+			err = fmt.Errorf("%w: kind %d where a request belongs", ErrBadFrame, h.Kind)
+		}
+		if err != nil {
+			log.Printf("%s: %s: %v; closing connection", s.Name, sc.peer, err)
+			return
+		}
+		body := make([]byte, int(h.MsgLen)+int(h.BulkLen))
+		if _, err := io.ReadFull(r, body); err != nil {
+			return
+		}
+		req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], Peer: sc.peer}
+		s.Stats.request(h.Method, int64(h.BulkLen))
+		sem <- struct{}{}
+		inflight.Add(1)
+		go func() {
+			defer func() { <-sem; inflight.Done() }()
+			sc.dispatch(ctx, h, req)
+		}()
+	}
+}
+
+func (sc *serverConn) handshake(r *bufio.Reader) error {
+	_ = sc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	defer sc.c.SetDeadline(time.Time{})
+	hb := make([]byte, HeaderSize)
+	if _, err := io.ReadFull(r, hb); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	h, err := DecodeHeader(hb)
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	if h.Kind != KindHello || h.BulkLen != 0 || h.MsgLen > 4096 {
+		return fmt.Errorf("handshake: %w: expected hello", ErrBadFrame)
+	}
+	msg := make([]byte, h.MsgLen)
+	if _, err := io.ReadFull(r, msg); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	var hi hello
+	if err := wire.Unmarshal(msg, &hi); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	reply := Header{Kind: KindHello}
+	var out []byte
+	if hi.Version != Version {
+		reply.Status = StatusError
+		out = wire.Marshal(nil, &wireError{Text: fmt.Sprintf("protocol version %d, server speaks %d", hi.Version, Version)})
+	} else {
+		out = wire.Marshal(nil, &hello{Version: Version, Name: sc.s.Name})
+	}
+	if err := sc.write(reply, out, nil); err != nil {
+		return err
+	}
+	if hi.Version != Version {
+		return fmt.Errorf("handshake: client %q speaks version %d, we speak %d", hi.Name, hi.Version, Version)
+	}
+	return nil
+}
+
+type wireError struct{ Text string }
+
+func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
+	if h.TimeoutMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(h.TimeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	reply, err := sc.call(ctx, req)
+	if reply.Done != nil {
+		defer reply.Done()
+	}
+	out := Header{Kind: KindReply, Method: h.Method, ReqID: h.ReqID}
+	var msg []byte
+	var bulk [][]byte
+	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) && errno != 0 {
+			out.Status = int32(errno)
+		} else {
+			out.Status = StatusError
+			msg = wire.Marshal(nil, &wireError{Text: err.Error()})
+		}
+	} else {
+		if reply.Msg != nil {
+			msg = wire.Marshal(nil, reply.Msg)
+		}
+		bulk = reply.Bulk
+	}
+	n := 0
+	for _, b := range bulk {
+		n += len(b)
+	}
+	sc.s.Stats.reply(h.Method, int64(n))
+	out.BulkLen = uint32(n)
+	_ = sc.write(out, msg, bulk)
+}
+
+func (sc *serverConn) call(ctx context.Context, req *Request) (reply Reply, err error) {
+	h := sc.s.handlers[req.Method]
+	if h == nil {
+		return Reply{}, fmt.Errorf("%s: method %d: %w", sc.s.Name, req.Method, syscall.ENOSYS)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			log.Printf("%s: panic in method %d: %v\n%s", sc.s.Name, req.Method, p, debug.Stack())
+			reply, err = Reply{}, fmt.Errorf("%s: internal error: %w", sc.s.Name, syscall.EIO)
+		}
+	}()
+	return h(ctx, req)
+}
+
+func (sc *serverConn) write(h Header, msg []byte, bulk [][]byte) error {
+	h.MsgLen = uint32(len(msg))
+	return writeFrame(&sc.wmu, sc.c, h, msg, bulk)
+}
+
+// writeFrame sends header, message and bulk with one writev and no copy
+// of the bulk data.
+func writeFrame(mu *sync.Mutex, c net.Conn, h Header, msg []byte, bulk [][]byte) error {
+	buf := make([]byte, HeaderSize, HeaderSize+len(msg))
+	h.Encode(buf)
+	buf = append(buf, msg...)
+	bufs := make(net.Buffers, 0, 1+len(bulk))
+	bufs = append(bufs, buf)
+	for _, b := range bulk {
+		if len(b) > 0 {
+			bufs = append(bufs, b)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	_, err := bufs.WriteTo(c)
+	return err
+}
+
+// HandleFunc registers a typed handler: the request message is decoded into
+// a fresh Req (a malformed one is answered with EINVAL) and the returned
+// value is the reply message.
+func HandleFunc[Req any](s *Server, m uint16, f func(ctx context.Context, req *Req) (any, error)) {
+	s.Handle(m, func(ctx context.Context, r *Request) (Reply, error) {
+		req := new(Req)
+		if err := r.Decode(req); err != nil {
+			return Reply{}, fmt.Errorf("%s: method %d: %v: %w", s.Name, m, err, syscall.EINVAL)
+		}
+		resp, err := f(ctx, req)
+		return Reply{Msg: resp}, err
+	})
+}

@@ -1,0 +1,93 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+)
+
+// Addresses are "host:port" for TCP or "inproc:NAME" for the in-process
+// transport, which carries the same frames over net.Pipe so tests exercise
+// the real protocol without sockets.
+const inprocPrefix = "inproc:"
+
+var inproc = struct {
+	sync.Mutex
+	m map[string]*pipeListener
+}{m: map[string]*pipeListener{}}
+
+// Listen opens a listener for addr.
+func Listen(addr string) (net.Listener, error) {
+	if name, ok := strings.CutPrefix(addr, inprocPrefix); ok {
+		inproc.Lock()
+		defer inproc.Unlock()
+		if _, dup := inproc.m[name]; dup {
+			return nil, fmt.Errorf("rpc: listen %s: address in use", addr)
+		}
+		l := &pipeListener{name: name, ch: make(chan net.Conn), done: make(chan struct{})}
+		inproc.m[name] = l
+		return l, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
+// DialContext connects to addr.
+func DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	if name, ok := strings.CutPrefix(addr, inprocPrefix); ok {
+		inproc.Lock()
+		l := inproc.m[name]
+		inproc.Unlock()
+		if l == nil {
+			return nil, fmt.Errorf("rpc: dial %s: connection refused", addr)
+		}
+		a, b := net.Pipe()
+		select {
+		case l.ch <- b:
+			return a, nil
+		case <-l.done:
+			return nil, fmt.Errorf("rpc: dial %s: connection refused", addr)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+type pipeListener struct {
+	name string
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() {
+		close(l.done)
+		inproc.Lock()
+		delete(inproc.m, l.name)
+		inproc.Unlock()
+	})
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr(l.name) }
+
+type pipeAddr string
+
+func (a pipeAddr) Network() string { return "inproc" }
+func (a pipeAddr) String() string  { return inprocPrefix + string(a) }
+
+var errClosed = errors.New("rpc: closed")
