@@ -57,11 +57,11 @@ type MDT struct {
 
 	rr     atomic.Uint32 // round-robin start OST for new layouts
 	inodes atomic.Int64  // inodes in use, for statfs
-	dirty atomic.Bool
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	dirty  atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup
 
-	mgs      *mgs      // MDT0 only
+	mgs      *mgs        // MDT0 only
 	mgsConn  *rpc.Client // others: to MDT0
 	cfgMu    sync.Mutex
 	cfgCache *proto.Config

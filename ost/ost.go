@@ -386,4 +386,3 @@ func sortObjs(s []proto.ObjID) {
 		return 0
 	})
 }
-

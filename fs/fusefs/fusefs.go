@@ -27,8 +27,8 @@ type Options struct {
 // FS is a fuse.RawFileSystem over an fs.Client.
 type FS struct {
 	fuse.RawFileSystem // ENOSYS for what is not implemented here
-	c    *fs.Client
-	opts Options
+	c                  *fs.Client
+	opts               Options
 
 	mu      sync.Mutex
 	handles map[uint64]any // *fs.File or *dirHandle
