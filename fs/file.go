@@ -91,20 +91,22 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, syscall.EINVAL
 	}
-	size := f.Size()
+	st := f.st
+	st.mu.Lock()
+	size, lay := st.size, st.layout
+	st.mu.Unlock()
 	if uint64(off) >= size {
 		return 0, nil
 	}
 	n := int(min(uint64(len(p)), size-uint64(off)))
 	p = p[:n]
-	st := f.st
 	g, gctx := errgroup.WithContext(ctx)
-	for _, ch := range layout.Map(st.layout, uint64(off), n) {
+	for _, ch := range layout.Map(lay, uint64(off), n) {
 		for done := 0; done < ch.Len; {
 			ln := min(ch.Len-done, maxRPC)
 			buf := p[ch.FileOff-uint64(off)+uint64(done):][:ln]
 			obj := proto.ObjID{FID: st.fid, Stripe: uint32(ch.Stripe)}
-			ost := st.layout.OSTs[ch.Stripe]
+			ost := lay.OSTs[ch.Stripe]
 			objOff := ch.ObjOff + uint64(done)
 			g.Go(func() error {
 				var r proto.OReadReply
@@ -147,13 +149,16 @@ func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error
 		return 0, syscall.EFBIG
 	}
 	st := f.st
+	st.mu.Lock()
+	lay := st.layout
+	st.mu.Unlock()
 	g, gctx := errgroup.WithContext(ctx)
-	for _, ch := range layout.Map(st.layout, uint64(off), total) {
+	for _, ch := range layout.Map(lay, uint64(off), total) {
 		for done := 0; done < ch.Len; {
 			ln := min(ch.Len-done, maxRPC)
 			bulk := slice(iovs, int(ch.FileOff-uint64(off))+done, ln)
 			obj := proto.ObjID{FID: st.fid, Stripe: uint32(ch.Stripe)}
-			ost := st.layout.OSTs[ch.Stripe]
+			ost := lay.OSTs[ch.Stripe]
 			objOff := ch.ObjOff + uint64(done)
 			g.Go(func() error {
 				call := &rpc.Call{Method: proto.OWrite, Req: &proto.OWriteReq{Obj: obj, Off: objOff}, Resp: &proto.OWriteReply{}, BulkOut: bulk}
@@ -223,8 +228,11 @@ func (f *File) flushAttrs(ctx context.Context, sync bool) error {
 // synced on its OST, then the size is committed on the MDT.
 func (f *File) Fsync(ctx context.Context) error {
 	st := f.st
+	st.mu.Lock()
+	osts := st.layout.OSTs
+	st.mu.Unlock()
 	byOST := map[uint32][]proto.ObjID{}
-	for s, ost := range st.layout.OSTs {
+	for s, ost := range osts {
 		byOST[ost] = append(byOST[ost], proto.ObjID{FID: st.fid, Stripe: uint32(s)})
 	}
 	g, gctx := errgroup.WithContext(ctx)

@@ -237,8 +237,27 @@ func (c *Client) Getxattr(ctx context.Context, fid proto.FID, name string) ([]by
 }
 
 // Setxattr writes an extended attribute; flags are XATTR_CREATE/REPLACE.
+// Setting LayoutXattr on a file this client has open re-reads the layout,
+// and is refused once the handle has written data the MDT has not seen.
 func (c *Client) Setxattr(ctx context.Context, fid proto.FID, name string, value []byte, flags uint32) error {
-	return c.mdtCall(ctx, fid, proto.MSetxattr, &proto.XattrReq{FID: fid, Name: name, Value: value, Flags: flags}, &proto.Empty{})
+	st := c.openState(fid)
+	if name == proto.LayoutXattr && st != nil {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if st.size > 0 {
+			return fmt.Errorf("fs: setstripe on %s: file has data: %w", fid, syscall.EINVAL)
+		}
+	}
+	err := c.mdtCall(ctx, fid, proto.MSetxattr, &proto.XattrReq{FID: fid, Name: name, Value: value, Flags: flags}, &proto.Empty{})
+	if err != nil || name != proto.LayoutXattr || st == nil {
+		return err
+	}
+	var r proto.AttrReply
+	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
+		return err
+	}
+	st.layout = r.Attr.Layout
+	return nil
 }
 
 // Listxattr lists extended attribute names.

@@ -249,10 +249,7 @@ func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (p
 	if err != nil {
 		return proto.Layout{}, err
 	}
-	nOST := 0
-	for _, t := range cfg.OSTs {
-		nOST = max(nOST, int(t.Index)+1)
-	}
+	nOST := numOSTs(cfg)
 	if nOST == 0 {
 		return proto.Layout{}, fmt.Errorf("mdt%d: no OST has registered yet: %w", m.cfg.Index, syscall.ENOSPC)
 	}
@@ -263,7 +260,7 @@ func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (p
 	if req.IsSet() {
 		l = req
 	}
-	if int32(l.StripeCount) == -1 || l.StripeCount > uint32(nOST) && !req.IsSet() {
+	if l.StripeCount == proto.AllOSTs || l.StripeCount > uint32(nOST) && !req.IsSet() {
 		l.StripeCount = uint32(nOST)
 	}
 	if len(l.OSTs) == 0 {

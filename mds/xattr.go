@@ -17,8 +17,16 @@ const (
 )
 
 func (m *MDT) getxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
-	if _, err := m.getInode(r.FID); err != nil {
+	n, err := m.getInode(r.FID)
+	if err != nil {
 		return nil, err
+	}
+	if r.Name == proto.LayoutXattr {
+		l, ok := layoutOf(n)
+		if !ok {
+			return nil, syscall.ENODATA
+		}
+		return &proto.XattrReply{Value: []byte(l.String())}, nil
 	}
 	v, closer, err := m.db.Get(xattrKey(r.FID, r.Name))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -46,6 +54,9 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Name == proto.LayoutXattr {
+		return &proto.Empty{}, m.setLayout(ctx, n, string(r.Value))
+	}
 	_, closer, err := m.db.Get(xattrKey(r.FID, r.Name))
 	exists := err == nil
 	if exists {
@@ -67,7 +78,8 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 }
 
 func (m *MDT) listxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
-	if _, err := m.getInode(r.FID); err != nil {
+	n, err := m.getInode(r.FID)
+	if err != nil {
 		return nil, err
 	}
 	p := xattrPrefix(r.FID)
@@ -77,6 +89,9 @@ func (m *MDT) listxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	}
 	defer it.Close()
 	out := &proto.XattrReply{}
+	if _, ok := layoutOf(n); ok {
+		out.Names = append(out.Names, proto.LayoutXattr)
+	}
 	for ok := it.First(); ok; ok = it.Next() {
 		out.Names = append(out.Names, string(it.Key()[len(p):]))
 	}
@@ -89,6 +104,15 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
+	}
+	if r.Name == proto.LayoutXattr {
+		if !n.isDir() || !n.DefLayout.IsSet() {
+			return nil, syscall.ENODATA
+		}
+		n.DefLayout = proto.Layout{}
+		b := m.db.NewBatch()
+		m.putInode(b, n)
+		return &proto.Empty{}, m.commit(b, false)
 	}
 	_, closer, err := m.db.Get(xattrKey(r.FID, r.Name))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -148,4 +172,64 @@ func (m *MDT) close(ctx context.Context, r *proto.CloseReq) (any, error) {
 		return reply, nil
 	}
 	return reply, m.commit(b, false)
+}
+
+// layoutOf is what LayoutXattr shows: a file's layout or a directory's
+// default.
+func layoutOf(n *inode) (proto.Layout, bool) {
+	switch {
+	case n.isDir():
+		return n.DefLayout, n.DefLayout.IsSet()
+	case n.Attr.Mode&sIFMT == sIFREG:
+		return n.Attr.Layout, n.Attr.Layout.IsSet()
+	}
+	return proto.Layout{}, false
+}
+
+// setLayout applies a LayoutXattr write: a directory's default for new
+// files, or the layout of a regular file that holds no data yet (as lfs
+// setstripe, which only lays out files that are still empty). m.mu is held.
+func (m *MDT) setLayout(ctx context.Context, n *inode, value string) error {
+	cfg, err := m.config(ctx)
+	if err != nil {
+		return err
+	}
+	nOST := numOSTs(cfg)
+	base := cfg.Default
+	if cur, ok := layoutOf(n); ok {
+		base = cur
+	}
+	l, err := proto.ParseLayout(value, base)
+	if err != nil {
+		return fmt.Errorf("mdt%d: setstripe: %w", m.cfg.Index, err)
+	}
+	if err := l.Validate(nOST); err != nil {
+		return fmt.Errorf("mdt%d: setstripe: %w", m.cfg.Index, err)
+	}
+	switch {
+	case n.isDir():
+		n.DefLayout = l
+	case n.Attr.Mode&sIFMT == sIFREG:
+		if n.Attr.Size != 0 {
+			return fmt.Errorf("mdt%d: setstripe on %s: file has data: %w", m.cfg.Index, n.Attr.FID, syscall.EINVAL)
+		}
+		if l.StripeCount == proto.AllOSTs {
+			l.StripeCount = uint32(nOST)
+		}
+		n.Attr.Layout = l.Instantiate(nOST, int(m.rr.Add(1)-1))
+	default:
+		return fmt.Errorf("mdt%d: setstripe on %s: not a file or directory: %w", m.cfg.Index, n.Attr.FID, syscall.EINVAL)
+	}
+	n.Attr.Ctime = now()
+	b := m.db.NewBatch()
+	m.putInode(b, n)
+	return m.commit(b, false)
+}
+
+func numOSTs(cfg *proto.Config) int {
+	n := 0
+	for _, t := range cfg.OSTs {
+		n = max(n, int(t.Index)+1)
+	}
+	return n
 }

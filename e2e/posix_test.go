@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestNamespaceAndFileOps drives every operation through a real mount of
+// real server processes and checks what a POSIX program would see.
+func TestNamespaceAndFileOps(t *testing.T) {
+	_, mnt := mount(t)
+	p := func(s string) string { return filepath.Join(mnt, s) }
+
+	t.Run("create write read stat", func(t *testing.T) {
+		writeFile(t, p("a"), []byte("hello world"))
+		if got := readFile(t, p("a")); string(got) != "hello world" {
+			t.Fatalf("read %q", got)
+		}
+		st, err := os.Stat(p("a"))
+		must(t, err)
+		if st.Size() != 11 || st.Mode().Perm() != 0o644 || !st.Mode().IsRegular() {
+			t.Fatalf("stat: size %d mode %v", st.Size(), st.Mode())
+		}
+	})
+	t.Run("setattr", func(t *testing.T) {
+		must(t, os.Chmod(p("a"), 0o600))
+		must(t, os.Chown(p("a"), 123, 456))
+		mt := time.Date(2020, 1, 2, 3, 4, 5, 600, time.UTC)
+		must(t, os.Chtimes(p("a"), mt, mt))
+		var st syscall.Stat_t
+		must(t, syscall.Stat(p("a"), &st))
+		if st.Mode&0o7777 != 0o600 || st.Uid != 123 || st.Gid != 456 || st.Mtim.Nano() != mt.UnixNano() || st.Atim.Nano() != mt.UnixNano() {
+			t.Fatalf("after setattr: mode %o uid %d gid %d mtime %d atime %d", st.Mode, st.Uid, st.Gid, st.Mtim.Nano(), st.Atim.Nano())
+		}
+		must(t, os.Truncate(p("a"), 5))
+		must(t, os.Truncate(p("a"), 8))
+		if got := readFile(t, p("a")); !bytes.Equal(got, []byte("hello\x00\x00\x00")) {
+			t.Fatalf("after truncate down and up: %q", got)
+		}
+	})
+	t.Run("mknod", func(t *testing.T) {
+		must(t, syscall.Mkfifo(p("fifo"), 0o644))
+		must(t, syscall.Mknod(p("chr"), syscall.S_IFCHR|0o600, int(unix.Mkdev(1, 3))))
+		var st syscall.Stat_t
+		must(t, syscall.Lstat(p("fifo"), &st))
+		if st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+			t.Fatalf("fifo mode %o", st.Mode)
+		}
+		must(t, syscall.Lstat(p("chr"), &st))
+		if st.Mode&syscall.S_IFMT != syscall.S_IFCHR || st.Rdev != unix.Mkdev(1, 3) {
+			t.Fatalf("chr mode %o rdev %x", st.Mode, st.Rdev)
+		}
+	})
+	t.Run("mkdir rmdir nlink", func(t *testing.T) {
+		must(t, os.Mkdir(p("d"), 0o755))
+		must(t, os.Mkdir(p("d/sub"), 0o755))
+		var st syscall.Stat_t
+		must(t, syscall.Stat(p("d"), &st))
+		if st.Nlink != 3 {
+			t.Fatalf("dir with one subdir: nlink %d, want 3", st.Nlink)
+		}
+		must(t, os.Remove(p("d/sub")))
+		must(t, syscall.Stat(p("d"), &st))
+		if st.Nlink != 2 {
+			t.Fatalf("empty dir: nlink %d, want 2", st.Nlink)
+		}
+	})
+	t.Run("rename", func(t *testing.T) {
+		writeFile(t, p("r1"), []byte("one"))
+		writeFile(t, p("r2"), []byte("two"))
+		must(t, os.Rename(p("r1"), p("r2"))) // replaces a file
+		if got := readFile(t, p("r2")); string(got) != "one" {
+			t.Fatalf("replaced file reads %q", got)
+		}
+		_, err := os.Stat(p("r1"))
+		wantErrno(t, "old name after rename", err, syscall.ENOENT)
+
+		must(t, os.MkdirAll(p("rd1/x"), 0o755))
+		must(t, os.Mkdir(p("rd2"), 0o755))
+		must(t, syscall.Rename(p("rd1"), p("rd2"))) // replaces an empty directory (os.Rename refuses)
+		if _, err := os.Stat(p("rd2/x")); err != nil {
+			t.Fatal(err)
+		}
+		must(t, os.Mkdir(p("rd3"), 0o755))
+		wantErrno(t, "rename onto non-empty dir", syscall.Rename(p("rd3"), p("rd2")), syscall.ENOTEMPTY)
+		wantErrno(t, "rename dir into itself", syscall.Rename(p("rd2"), p("rd2/x/y")), syscall.EINVAL)
+		wantErrno(t, "rename dir onto file", syscall.Rename(p("rd3"), p("r2")), syscall.ENOTDIR)
+		wantErrno(t, "rename file onto dir", syscall.Rename(p("r2"), p("rd3")), syscall.EISDIR)
+
+		must(t, os.Rename(p("r2"), p("rd2/x/moved"))) // across directories
+		if got := readFile(t, p("rd2/x/moved")); string(got) != "one" {
+			t.Fatalf("moved file reads %q", got)
+		}
+		writeFile(t, p("e1"), []byte("e1"))
+		writeFile(t, p("e2"), []byte("e2"))
+		wantErrno(t, "RENAME_NOREPLACE", unix.Renameat2(unix.AT_FDCWD, p("e1"), unix.AT_FDCWD, p("e2"), unix.RENAME_NOREPLACE), syscall.EEXIST)
+		must(t, unix.Renameat2(unix.AT_FDCWD, p("e1"), unix.AT_FDCWD, p("e2"), unix.RENAME_EXCHANGE))
+		if a, b := readFile(t, p("e1")), readFile(t, p("e2")); string(a) != "e2" || string(b) != "e1" {
+			t.Fatalf("after exchange: %q %q", a, b)
+		}
+	})
+	t.Run("link symlink", func(t *testing.T) {
+		writeFile(t, p("l1"), []byte("linked"))
+		must(t, os.Link(p("l1"), p("l2")))
+		var st syscall.Stat_t
+		must(t, syscall.Stat(p("l1"), &st))
+		if st.Nlink != 2 {
+			t.Fatalf("nlink %d after link", st.Nlink)
+		}
+		must(t, os.Remove(p("l1")))
+		if got := readFile(t, p("l2")); string(got) != "linked" {
+			t.Fatalf("link reads %q after first name removed", got)
+		}
+		must(t, os.Symlink("l2", p("sym")))
+		if target, err := os.Readlink(p("sym")); err != nil || target != "l2" {
+			t.Fatalf("readlink %q %v", target, err)
+		}
+		if got := readFile(t, p("sym")); string(got) != "linked" {
+			t.Fatalf("through symlink: %q", got)
+		}
+		wantErrno(t, "hard link to a directory", os.Link(p("d"), p("dlink")), syscall.EPERM)
+	})
+	t.Run("readdir", func(t *testing.T) {
+		must(t, os.Mkdir(p("list"), 0o755))
+		var want []string
+		for _, n := range []string{"b", "a", "c", strings.Repeat("z", 255)} {
+			writeFile(t, p("list/"+n), nil)
+			want = append(want, n)
+		}
+		ents, err := os.ReadDir(p("list"))
+		must(t, err)
+		var got []string
+		for _, e := range ents {
+			got = append(got, e.Name())
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("readdir %v, want %v", got, want)
+		}
+	})
+	t.Run("xattr", func(t *testing.T) {
+		writeFile(t, p("x"), nil)
+		must(t, unix.Setxattr(p("x"), "user.k", []byte("v1"), 0))
+		wantErrno(t, "XATTR_CREATE on existing", unix.Setxattr(p("x"), "user.k", []byte("v"), unix.XATTR_CREATE), syscall.EEXIST)
+		wantErrno(t, "XATTR_REPLACE on missing", unix.Setxattr(p("x"), "user.none", []byte("v"), unix.XATTR_REPLACE), syscall.ENODATA)
+		buf := make([]byte, 64)
+		n, err := unix.Getxattr(p("x"), "user.k", buf)
+		if err != nil || string(buf[:n]) != "v1" {
+			t.Fatalf("getxattr %q %v", buf[:n], err)
+		}
+		n, err = unix.Listxattr(p("x"), buf)
+		must(t, err)
+		if !strings.Contains(string(buf[:n]), "user.k\x00") {
+			t.Fatalf("listxattr %q", buf[:n])
+		}
+		must(t, unix.Removexattr(p("x"), "user.k"))
+		_, err = unix.Getxattr(p("x"), "user.k", buf)
+		wantErrno(t, "getxattr after remove", err, syscall.ENODATA)
+	})
+	t.Run("statfs", func(t *testing.T) {
+		var st syscall.Statfs_t
+		must(t, syscall.Statfs(mnt, &st))
+		if st.Blocks == 0 || st.Files == 0 || st.Ffree == 0 || st.Bavail == 0 {
+			t.Fatalf("statfs %+v", st)
+		}
+	})
+	t.Run("open unlinked", func(t *testing.T) {
+		f, err := os.OpenFile(p("ou"), os.O_CREATE|os.O_RDWR, 0o644)
+		must(t, err)
+		_, err = f.Write([]byte("still here"))
+		must(t, err)
+		must(t, os.Remove(p("ou")))
+		_, err = os.Stat(p("ou"))
+		wantErrno(t, "stat after unlink", err, syscall.ENOENT)
+		_, err = f.WriteAt([]byte(" and more"), 10)
+		must(t, err)
+		buf := make([]byte, 19)
+		_, err = f.ReadAt(buf, 0)
+		must(t, err)
+		if string(buf) != "still here and more" {
+			t.Fatalf("open-unlinked file reads %q", buf)
+		}
+		must(t, f.Close())
+	})
+	t.Run("append", func(t *testing.T) {
+		for _, s := range []string{"one,", "two,", "three"} {
+			f, err := os.OpenFile(p("app"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			must(t, err)
+			_, err = f.Write([]byte(s))
+			must(t, err)
+			must(t, f.Close())
+		}
+		if got := readFile(t, p("app")); string(got) != "one,two,three" {
+			t.Fatalf("appended file %q", got)
+		}
+	})
+	t.Run("O_DIRECT", func(t *testing.T) {
+		fd, err := syscall.Open(p("direct"), syscall.O_CREAT|syscall.O_RDWR|syscall.O_DIRECT, 0o644)
+		must(t, err)
+		defer syscall.Close(fd)
+		buf := alignedBuf(1 << 20)
+		for i := range buf {
+			buf[i] = byte(i * 7)
+		}
+		_, err = syscall.Pwrite(fd, buf, 4096)
+		must(t, err)
+		got := alignedBuf(1 << 20)
+		_, err = syscall.Pread(fd, got, 4096)
+		must(t, err)
+		if !bytes.Equal(got, buf) {
+			t.Fatal("O_DIRECT read differs from O_DIRECT write")
+		}
+		if b := readFile(t, p("direct")); len(b) != 4096+1<<20 || !bytes.Equal(b[4096:], buf) {
+			t.Fatal("buffered read of an O_DIRECT-written file differs")
+		}
+	})
+	t.Run("mmap shared writable", func(t *testing.T) {
+		f, err := os.OpenFile(p("mm"), os.O_CREATE|os.O_RDWR, 0o644)
+		must(t, err)
+		must(t, f.Truncate(3*4096))
+		m, err := syscall.Mmap(int(f.Fd()), 0, 3*4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+		must(t, err)
+		copy(m[4090:], "mapped write")
+		must(t, unix.Msync(m, unix.MS_SYNC))
+		must(t, syscall.Munmap(m))
+		must(t, f.Close())
+		b := readFile(t, p("mm"))
+		if len(b) != 3*4096 || string(b[4090:4102]) != "mapped write" {
+			t.Fatalf("after mmap write: len %d, %q", len(b), b[4090:4102])
+		}
+	})
+	t.Run("fsync", func(t *testing.T) {
+		f, err := os.Create(p("fs"))
+		must(t, err)
+		_, err = f.Write(make([]byte, 3<<20))
+		must(t, err)
+		must(t, f.Sync())
+		must(t, f.Close())
+		d, err := os.Open(mnt)
+		must(t, err)
+		must(t, d.Sync())
+		d.Close()
+	})
+}
+
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+4096)
+	off := int(uintptr(unsafe.Pointer(&b[0])) & 4095)
+	if off != 0 {
+		off = 4096 - off
+	}
+	return b[off : off+n]
+}
+
+// TestErrnos checks the error each failing call returns.
+func TestErrnos(t *testing.T) {
+	_, mnt := mount(t)
+	p := func(s string) string { return filepath.Join(mnt, s) }
+	must(t, os.Mkdir(p("dir"), 0o755))
+	writeFile(t, p("dir/f"), []byte("x"))
+	writeFile(t, p("file"), []byte("x"))
+	long := strings.Repeat("n", 256)
+	tests := []struct {
+		name string
+		op   func() error
+		want syscall.Errno
+	}{
+		{"stat missing", func() error { _, err := os.Stat(p("nope")); return err }, syscall.ENOENT},
+		{"open missing", func() error { _, err := os.Open(p("nope/x")); return err }, syscall.ENOENT},
+		{"mkdir existing", func() error { return os.Mkdir(p("dir"), 0o755) }, syscall.EEXIST},
+		{"create O_EXCL existing", func() error {
+			_, err := os.OpenFile(p("file"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			return err
+		}, syscall.EEXIST},
+		{"link onto existing", func() error { return os.Link(p("file"), p("dir/f")) }, syscall.EEXIST},
+		{"symlink onto existing", func() error { return os.Symlink("x", p("file")) }, syscall.EEXIST},
+		{"rmdir non-empty", func() error { return syscall.Rmdir(p("dir")) }, syscall.ENOTEMPTY},
+		{"rmdir a file", func() error { return syscall.Rmdir(p("file")) }, syscall.ENOTDIR},
+		{"path through a file", func() error { _, err := os.Stat(p("file/x")); return err }, syscall.ENOTDIR},
+		{"unlink a directory", func() error { return syscall.Unlink(p("dir")) }, syscall.EISDIR},
+		{"open dir for writing", func() error { _, err := os.OpenFile(p("dir"), os.O_WRONLY, 0); return err }, syscall.EISDIR},
+		{"create long name", func() error { return os.WriteFile(p(long), nil, 0o644) }, syscall.ENAMETOOLONG},
+		{"mkdir long name", func() error { return os.Mkdir(p(long), 0o755) }, syscall.ENAMETOOLONG},
+		{"readlink of a file", func() error { _, err := os.Readlink(p("file")); return err }, syscall.EINVAL},
+		{"getxattr missing", func() error { _, err := unix.Getxattr(p("file"), "user.none", make([]byte, 8)); return err }, syscall.ENODATA},
+		{"bad layout", func() error { return unix.Setxattr(p("dir"), "lustre.lov", []byte("stripe_size=1000"), 0) }, syscall.EINVAL},
+		{"layout count over OSTs", func() error { return unix.Setxattr(p("dir"), "lustre.lov", []byte("stripe_count=5"), 0) }, syscall.EINVAL},
+		{"setstripe on file with data", func() error { return unix.Setxattr(p("file"), "lustre.lov", []byte("stripe_count=2"), 0) }, syscall.EINVAL},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { wantErrno(t, tc.name, tc.op(), tc.want) })
+	}
+}
+
+// TestPermissions runs file operations as unprivileged users in child
+// processes and checks mode bits, ownership, supplementary groups and the
+// sticky bit are enforced.
+func TestPermissions(t *testing.T) {
+	_, mnt := mount(t)
+	p := func(s string) string { return filepath.Join(mnt, s) }
+	must(t, os.Chmod(mnt, 0o755))
+	must(t, os.Mkdir(p("private"), 0o700))
+	writeFile(t, p("secret"), []byte("x"))
+	must(t, os.Chmod(p("secret"), 0o600))
+	must(t, os.Mkdir(p("group"), 0o770))
+	must(t, os.Chown(p("group"), 0, 4242))
+	must(t, os.Chmod(p("group"), 0o770))
+	must(t, os.Mkdir(p("tmp"), 0o1777))
+	must(t, syscall.Chmod(p("tmp"), 0o1777)) // os.Chmod would drop the raw sticky bit
+	must(t, os.Mkdir(p("open"), 0o777))
+	must(t, os.Chmod(p("open"), 0o777))
+
+	const alice, bob = 60001, 60002
+	cases := []struct {
+		name   string
+		uid    uint32
+		groups []uint32
+		op     string
+		want   syscall.Errno
+	}{
+		{"create in root's 0755 dir", alice, nil, "create " + p("x"), syscall.EACCES},
+		{"read 0600 root file", alice, nil, "read " + p("secret"), syscall.EACCES},
+		{"open 0600 root file for write", alice, nil, "write " + p("secret"), syscall.EACCES},
+		{"list 0700 dir", alice, nil, "readdir " + p("private"), syscall.EACCES},
+		{"chmod another's file", alice, nil, "chmod " + p("secret"), syscall.EPERM},
+		{"group dir without the group", alice, nil, "create " + p("group/a"), syscall.EACCES},
+		{"group dir through a supplementary group", alice, []uint32{4242}, "create " + p("group/a"), 0},
+		{"create in sticky dir", alice, nil, "create " + p("tmp/alice"), 0},
+		{"create in world-writable dir", alice, nil, "create " + p("open/alice"), 0},
+		{"unlink another's file in a sticky dir", bob, nil, "unlink " + p("tmp/alice"), syscall.EPERM},
+		{"unlink another's file in a plain 0777 dir", bob, nil, "unlink " + p("open/alice"), 0},
+		{"unlink own file in a sticky dir", alice, nil, "unlink " + p("tmp/alice"), 0},
+	}
+	for _, tc := range cases {
+		if got := asUser(t, tc.uid, tc.uid, tc.groups, tc.op); got != tc.want {
+			t.Errorf("%s (%s as %d): got %v, want %v", tc.name, tc.op, tc.uid, got, tc.want)
+		}
+	}
+	var st syscall.Stat_t
+	must(t, syscall.Stat(p("group/a"), &st))
+	if st.Uid != alice {
+		t.Errorf("file created by uid %d is owned by %d", alice, st.Uid)
+	}
+}
+
+// TestReadOnlyMount checks -o ro refuses changes with EROFS.
+func TestReadOnlyMount(t *testing.T) {
+	c, mnt := mount(t)
+	writeFile(t, filepath.Join(mnt, "f"), []byte("data"))
+	c.Unmount()
+	mnt = c.MountFS("ro")
+	if got := readFile(t, filepath.Join(mnt, "f")); string(got) != "data" {
+		t.Fatalf("ro mount reads %q", got)
+	}
+	wantErrno(t, "write on ro mount", os.WriteFile(filepath.Join(mnt, "g"), nil, 0o644), syscall.EROFS)
+	wantErrno(t, "mkdir on ro mount", os.Mkdir(filepath.Join(mnt, "d"), 0o755), syscall.EROFS)
+}

@@ -1,0 +1,245 @@
+// Package testcluster starts real stripefs server and mount processes for
+// integration tests: the same binary users run, over TCP on loopback.
+package testcluster
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds cmd/stripefs once per test process and returns its path.
+func Binary(t testing.TB) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stripefs-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "stripefs")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/stripefs/stripefs/cmd/stripefs").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Proc is one running stripefs process.
+type Proc struct {
+	Name string
+	Args []string
+	Addr string // from its ready line
+	Log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Cluster is a set of server processes and, optionally, a mount.
+type Cluster struct {
+	t     testing.TB
+	Bin   string
+	Dir   string
+	MGS   string
+	MDTs  []*Proc
+	OSTs  []*Proc
+	Mount *Proc
+	MNT   string // the mount point
+}
+
+var readyRE = regexp.MustCompile(`ready on (\S+)`)
+
+// Start runs nMDT MDT and nOST OST processes with data under a temporary
+// directory; they are stopped when the test ends.
+func Start(t testing.TB, nMDT, nOST int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Bin: Binary(t), Dir: t.TempDir()}
+	t.Cleanup(c.stopAll)
+	for i := 0; i < nMDT; i++ {
+		args := []string{"mds", "--index", fmt.Sprint(i), "--data", filepath.Join(c.Dir, fmt.Sprintf("mdt%d", i)), "--listen", "127.0.0.1:0"}
+		if i > 0 {
+			args = append(args, "--mgs", c.MGS)
+		}
+		p := c.start(fmt.Sprintf("mdt%d", i), args, readyRE)
+		if i == 0 {
+			c.MGS = p.Addr
+		}
+		c.MDTs = append(c.MDTs, p)
+	}
+	for i := 0; i < nOST; i++ {
+		args := []string{"ost", "--index", fmt.Sprint(i), "--data", filepath.Join(c.Dir, fmt.Sprintf("ost%d", i)), "--listen", "127.0.0.1:0", "--mgs", c.MGS}
+		c.OSTs = append(c.OSTs, c.start(fmt.Sprintf("ost%d", i), args, readyRE))
+	}
+	return c
+}
+
+var mountedRE = regexp.MustCompile(`stripefs: mounted (\S+)`)
+
+// MountFS mounts the cluster at a new directory with extra -o options.
+func (c *Cluster) MountFS(opts ...string) string {
+	c.t.Helper()
+	if c.MNT == "" {
+		c.MNT = filepath.Join(c.Dir, "mnt")
+		if err := os.MkdirAll(c.MNT, 0o755); err != nil {
+			c.t.Fatal(err)
+		}
+		// Let other users reach the mount: tests run steps as them.
+		_ = os.Chmod(c.Dir, 0o755)
+		_ = os.Chmod(filepath.Dir(c.Dir), 0o755)
+	}
+	o := strings.Join(append([]string{"allow_other"}, opts...), ",")
+	c.Mount = c.start("mount", []string{"mount", "--mgs", c.MGS, "-o", o, c.MNT}, mountedRE)
+	return c.MNT
+}
+
+// Unmount stops the mount process cleanly.
+func (c *Cluster) Unmount() {
+	if c.Mount == nil {
+		return
+	}
+	c.Stop(c.Mount)
+	c.Mount = nil
+}
+
+func (c *Cluster) start(name string, args []string, ready *regexp.Regexp) *Proc {
+	c.t.Helper()
+	p := &Proc{Name: name, Args: args, Log: filepath.Join(c.Dir, name+".log")}
+	c.run(p, ready)
+	return p
+}
+
+func (c *Cluster) run(p *Proc, ready *regexp.Regexp) {
+	c.t.Helper()
+	logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(c.Bin, p.Args...)
+	cmd.Stderr = logf
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	p.cmd, p.done = cmd, make(chan struct{})
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() { cmd.Wait(); close(p.done) }()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if m := ready.FindStringSubmatch(l); m != nil {
+				p.Addr = m[1]
+				return
+			}
+		case <-p.done:
+			c.t.Fatalf("%s exited before it was ready:\n%s", p.Name, tail(p.Log))
+		case <-deadline:
+			c.t.Fatalf("%s not ready after 60s:\n%s", p.Name, tail(p.Log))
+		}
+	}
+}
+
+// Kill9 kills p with SIGKILL, as a crash would.
+func (c *Cluster) Kill9(p *Proc) {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop stops p with SIGTERM and waits for it.
+func (c *Cluster) Stop(p *Proc) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// Restart starts p again with the same arguments, at the same address so
+// that clients reconnect to it.
+func (c *Cluster) Restart(p *Proc) {
+	c.t.Helper()
+	args := append([]string(nil), p.Args...)
+	for i := range args {
+		if args[i] == "--listen" && p.Addr != "" {
+			args[i+1] = p.Addr
+		}
+	}
+	p.Args = args
+	re := readyRE
+	if p.Name == "mount" {
+		re = mountedRE
+	}
+	c.run(p, re)
+}
+
+// Running reports whether p has not exited.
+func (p *Proc) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *Cluster) stopAll() {
+	if c.Mount != nil && c.Mount.Running() {
+		c.Stop(c.Mount)
+	}
+	if c.MNT != "" {
+		_ = exec.Command("fusermount3", "-u", "-z", c.MNT).Run()
+	}
+	for _, p := range append(append([]*Proc(nil), c.OSTs...), c.MDTs...) {
+		if p.Running() {
+			c.Stop(p)
+		}
+	}
+	if c.t.Failed() {
+		for _, p := range append(append(append([]*Proc(nil), c.MDTs...), c.OSTs...), c.Mount) {
+			if p != nil {
+				c.t.Logf("--- %s log:\n%s", p.Name, tail(p.Log))
+			}
+		}
+	}
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(bytes.TrimSpace(b))
+}
