@@ -247,7 +247,10 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 }
 
 func (sc *serverConn) call(ctx context.Context, req *Request) (reply Reply, err error) {
-	h := sc.s.handlers[req.Method]
+	var h Handler
+	if int(req.Method) < len(sc.s.handlers) {
+		h = sc.s.handlers[req.Method]
+	}
 	if h == nil {
 		return Reply{}, fmt.Errorf("%s: method %d: %w", sc.s.Name, req.Method, syscall.ENOSYS)
 	}

@@ -180,6 +180,10 @@ func (d *decoder) length(minElem int) int {
 		d.err = ErrShort
 		return 0
 	}
+	if k > 1 && d.b[k-1] == 0 {
+		d.err = fmt.Errorf("non-minimal length encoding") // one value, one encoding
+		return 0
+	}
 	d.b = d.b[k:]
 	if n > MaxLen {
 		d.err = fmt.Errorf("length %d over limit %d", n, MaxLen)
@@ -249,14 +253,14 @@ func (d *decoder) decode(v reflect.Value) {
 	case reflect.Slice:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
 			n := d.length(1)
-			if p := d.take(n); d.err == nil {
+			if p := d.take(n); d.err == nil && n > 0 {
 				v.SetBytes(append([]byte(nil), p...))
 			}
 			return
 		}
 		n := d.length(1)
-		if d.err != nil {
-			return
+		if d.err != nil || n == 0 {
+			return // empty slices decode as nil
 		}
 		s := reflect.MakeSlice(v.Type(), n, n)
 		for i := 0; i < n && d.err == nil; i++ {

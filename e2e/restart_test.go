@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stripefs/stripefs/internal/testcluster"
+)
+
+// writeTree writes files and directories, fsyncing each file, and returns
+// what each path must hold.
+func writeTree(t *testing.T, root string) map[string][]byte {
+	t.Helper()
+	want := map[string][]byte{}
+	must(t, os.MkdirAll(filepath.Join(root, "a/b/c"), 0o755))
+	// Stripe over every OST, so each restart test touches all of them.
+	must(t, unix.Setxattr(filepath.Join(root, "a/b"), "lustre.lov", []byte("stripe_count=-1"), 0))
+	for i, size := range []int{0, 1, 4095, 1 << 20, 3<<20 + 17} {
+		p := filepath.Join(root, "a/b", fmt.Sprintf("f%d", i))
+		data := make([]byte, size)
+		pattern(data, 0, byte(i))
+		f, err := os.Create(p)
+		must(t, err)
+		_, err = f.Write(data)
+		must(t, err)
+		must(t, f.Sync())
+		must(t, f.Close())
+		want[p] = data
+	}
+	must(t, os.Symlink("b/f1", filepath.Join(root, "a/link")))
+	d, err := os.Open(filepath.Join(root, "a"))
+	must(t, err)
+	must(t, d.Sync()) // commits the namespace on the MDT
+	d.Close()
+	return want
+}
+
+func checkTree(t *testing.T, root string, want map[string][]byte) {
+	t.Helper()
+	for p, data := range want {
+		got, err := os.ReadFile(p)
+		if err != nil {
+			t.Errorf("after restart: %v", err)
+			continue
+		}
+		if !bytes.Equal(got, data) {
+			t.Errorf("after restart: %s holds %d bytes, not the %d written", p, len(got), len(data))
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(root, "a/link")); err != nil || target != "b/f1" {
+		t.Errorf("symlink after restart: %q %v", target, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "a/b/c")); err != nil {
+		t.Errorf("directory after restart: %v", err)
+	}
+}
+
+// TestKill9Restart kills every server process and the mount with SIGKILL,
+// starts them again and checks every fsync'd byte and the namespace.
+func TestKill9Restart(t *testing.T) {
+	c, mnt := mount(t)
+	want := writeTree(t, mnt)
+	c.Kill9(c.Mount)
+	for _, p := range append(append([]*testcluster.Proc(nil), c.MDTs...), c.OSTs...) {
+		c.Kill9(p)
+	}
+	_ = exec.Command("fusermount3", "-u", "-z", mnt).Run()
+	for _, p := range append(append([]*testcluster.Proc(nil), c.MDTs...), c.OSTs...) {
+		c.Restart(p)
+	}
+	c.Restart(c.Mount)
+	checkTree(t, mnt, want)
+	// New work after the restart: FIDs must not be reused.
+	writeFile(t, filepath.Join(mnt, "after"), []byte("new"))
+	checkTree(t, mnt, want)
+}
+
+// TestServerRestartUnderMount restarts one OST and one MDT while the mount
+// stays up: the client reconnects and carries on.
+func TestServerRestartUnderMount(t *testing.T) {
+	c, mnt := mount(t)
+	want := writeTree(t, mnt)
+	c.Kill9(c.OSTs[0])
+	c.Kill9(c.MDTs[0])
+	done := make(chan error, 1)
+	go func() { // blocks until the servers are back
+		_, err := os.ReadFile(filepath.Join(mnt, "a/b/f4"))
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	c.Restart(c.MDTs[0])
+	c.Restart(c.OSTs[0])
+	if err := <-done; err != nil {
+		t.Fatalf("read across a server restart: %v", err)
+	}
+	checkTree(t, mnt, want)
+}
+
+// TestUpStopStart runs `stripefs up`, stops it with SIGTERM, starts it on
+// the same data directory and finds everything again.
+func TestUpStopStart(t *testing.T) {
+	bin := testcluster.Binary(t)
+	dir := t.TempDir()
+	data, mnt := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
+	up := func() *exec.Cmd {
+		cmd := exec.Command(bin, "up", "--data", data, "--mount", mnt)
+		out, err := cmd.StdoutPipe()
+		must(t, err)
+		cmd.Stderr = os.Stderr
+		must(t, cmd.Start())
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "stripefs up:") {
+				go func() {
+					for sc.Scan() {
+					}
+				}()
+				return cmd
+			}
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("stripefs up never reported ready")
+		return nil
+	}
+	stop := func(cmd *exec.Cmd) {
+		must(t, cmd.Process.Signal(syscall.SIGTERM))
+		errc := make(chan error, 1)
+		go func() { errc <- cmd.Wait() }()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatalf("stripefs up exited with %v after SIGTERM", err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatal("stripefs up did not stop on SIGTERM")
+		}
+	}
+	cmd := up()
+	var st syscall.Statfs_t
+	must(t, syscall.Statfs(mnt, &st))
+	if st.Type != 0x65735546 { // FUSE_SUPER_MAGIC
+		t.Fatalf("stripefs up reported ready but %s is not a FUSE mount", mnt)
+	}
+	want := writeTree(t, mnt)
+	stop(cmd)
+	must(t, syscall.Statfs(mnt, &st))
+	if st.Type == 0x65735546 { // FUSE_SUPER_MAGIC
+		t.Fatal("still mounted after stripefs up stopped")
+	}
+	cmd = up()
+	defer stop(cmd)
+	checkTree(t, mnt, want)
+}

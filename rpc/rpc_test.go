@@ -1,0 +1,268 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stripefs/stripefs/wire"
+)
+
+type echoReq struct {
+	N    int64
+	Text string
+}
+
+type echoResp struct {
+	N    int64
+	Text string
+	Got  int64 // bulk bytes the server received
+}
+
+const (
+	mEcho  uint16 = 1
+	mSleep uint16 = 2
+	mFail  uint16 = 3
+	mPanic uint16 = 4
+)
+
+// newServer serves echo (bulk is returned reversed in order of calls),
+// sleep, an errno failure and a panicking handler.
+func newServer(t *testing.T, addr string) (*Server, string) {
+	t.Helper()
+	s := NewServer("test")
+	s.Handle(mEcho, func(ctx context.Context, r *Request) (Reply, error) {
+		var req echoReq
+		if err := r.Decode(&req); err != nil {
+			return Reply{}, err
+		}
+		out := append([]byte(nil), r.Bulk...)
+		return Reply{Msg: &echoResp{N: req.N, Text: req.Text, Got: int64(len(r.Bulk))}, Bulk: [][]byte{out}}, nil
+	})
+	s.Handle(mSleep, func(ctx context.Context, r *Request) (Reply, error) {
+		time.Sleep(200 * time.Millisecond) // outlives the caller's deadline
+		return Reply{Msg: &echoResp{}, Bulk: [][]byte{make([]byte, 10)}}, nil
+	})
+	HandleFunc(s, mFail, func(ctx context.Context, r *echoReq) (any, error) {
+		return nil, fmt.Errorf("no such thing: %w", syscall.ENOENT)
+	})
+	s.Handle(mPanic, func(ctx context.Context, r *Request) (Reply, error) { panic("boom") })
+	l, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	return s, l.Addr().String()
+}
+
+func transports(t *testing.T, f func(t *testing.T, addr string)) {
+	t.Run("tcp", func(t *testing.T) { _, a := newServer(t, "127.0.0.1:0"); f(t, a) })
+	t.Run("inproc", func(t *testing.T) { _, a := newServer(t, "inproc:"+t.Name()); f(t, a) })
+}
+
+func TestManyCallsInFlight(t *testing.T) {
+	transports(t, func(t *testing.T, addr string) {
+		c := NewClient(addr, "t")
+		defer c.Close()
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for g := 0; g < 32; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					out := bytes.Repeat([]byte{byte(g)}, g*1000+i)
+					in := make([]byte, len(out))
+					var resp echoResp
+					call := &Call{Method: mEcho, Req: &echoReq{N: int64(g*1000 + i), Text: "x"}, BulkOut: [][]byte{out[:len(out)/2], out[len(out)/2:]}, Resp: &resp, BulkIn: in}
+					if err := c.Do(context.Background(), call); err != nil {
+						errs <- err
+						return
+					}
+					if resp.N != int64(g*1000+i) || call.NBulkIn != len(out) || !bytes.Equal(in, out) || resp.Got != int64(len(out)) {
+						errs <- fmt.Errorf("call %d/%d: mixed-up reply %+v (%d bulk bytes)", g, i, resp, call.NBulkIn)
+						return
+					}
+				}
+			}(g)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if got := c.Stats.Snapshot(); len(got) != 1 || got[0].Calls != 32*50 {
+			t.Fatalf("stats %+v", got)
+		}
+	})
+}
+
+func TestErrorsCarryErrno(t *testing.T) {
+	transports(t, func(t *testing.T, addr string) {
+		c := NewClient(addr, "t")
+		defer c.Close()
+		_, err := Invoke[echoResp](context.Background(), c, mFail, &echoReq{})
+		if !errors.Is(err, syscall.ENOENT) {
+			t.Fatalf("got %v, want ENOENT", err)
+		}
+		_, err = Invoke[echoResp](context.Background(), c, mPanic, &echoReq{})
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("panicking handler: got %v, want EIO", err)
+		}
+		_, err = Invoke[echoResp](context.Background(), c, 99, &echoReq{})
+		if !errors.Is(err, syscall.ENOSYS) {
+			t.Fatalf("unknown method: got %v, want ENOSYS", err)
+		}
+		// A malformed request message is refused, and the connection lives on.
+		_, err = Invoke[echoResp](context.Background(), c, mFail, &struct{ A, B, C string }{"a", "b", "c"})
+		if !errors.Is(err, syscall.EINVAL) {
+			t.Fatalf("malformed message: got %v, want EINVAL", err)
+		}
+		if _, err := Invoke[echoResp](context.Background(), c, mEcho, &echoReq{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestDeadline(t *testing.T) {
+	transports(t, func(t *testing.T, addr string) {
+		c := NewClient(addr, "t")
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		buf := make([]byte, 10)
+		err := c.Do(ctx, &Call{Method: mSleep, Req: &echoReq{}, Resp: &echoResp{}, BulkIn: buf})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want deadline exceeded", err)
+		}
+		// The late reply is dropped; the connection still works.
+		var r echoResp
+		if err := c.Do(context.Background(), &Call{Method: mEcho, Req: &echoReq{N: 5}, Resp: &r}); err != nil || r.N != 5 {
+			t.Fatalf("call after a timed-out one: %v %+v", err, r)
+		}
+	})
+}
+
+func TestReconnectAfterRestart(t *testing.T) {
+	s, addr := newServer(t, "127.0.0.1:0")
+	c := NewClient(addr, "t")
+	defer c.Close()
+	if _, err := Invoke[echoResp](context.Background(), c, mEcho, &echoReq{N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	restarted := make(chan struct{})
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		s2 := NewServer("again")
+		HandleFunc(s2, mEcho, func(ctx context.Context, r *echoReq) (any, error) { return &echoResp{N: r.N + 1}, nil })
+		l, err := Listen(addr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		go s2.Serve(l)
+		t.Cleanup(func() { s2.Close() })
+		close(restarted)
+	}()
+	// The first call may see the old connection break; the next redials
+	// until the server is back.
+	var r *echoResp
+	var err error
+	for i := 0; i < 3; i++ {
+		if r, err = Invoke[echoResp](context.Background(), c, mEcho, &echoReq{N: 1}); err == nil {
+			break
+		}
+		if !errors.Is(err, ErrDisconnected) {
+			t.Fatalf("unexpected error %v", err)
+		}
+	}
+	<-restarted
+	if err != nil || r.N != 2 {
+		t.Fatalf("after restart: %v %+v", err, r)
+	}
+}
+
+func TestVersionMismatchRefused(t *testing.T) {
+	_, addr := newServer(t, "127.0.0.1:0")
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	msg := wire.Marshal(nil, &hello{Version: Version + 1, Name: "future"})
+	var mu sync.Mutex
+	if err := writeFrame(&mu, nc, Header{Kind: KindHello, MsgLen: uint32(len(msg))}, msg, nil); err != nil {
+		t.Fatal(err)
+	}
+	hb := make([]byte, HeaderSize)
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Read(hb); err != nil {
+		t.Fatal(err)
+	}
+	h, err := DecodeHeader(hb)
+	if err != nil || h.Status != StatusError {
+		t.Fatalf("reply to a wrong version: %+v %v", h, err)
+	}
+}
+
+// TestBadFrames sends frames that break the protocol: each must end in a
+// closed connection, and the server must keep serving others.
+func TestBadFrames(t *testing.T) {
+	_, addr := newServer(t, "127.0.0.1:0")
+	hello := func() []byte {
+		msg := wire.Marshal(nil, &hello{Version: Version, Name: "bad"})
+		b := make([]byte, HeaderSize)
+		(&Header{Kind: KindHello, MsgLen: uint32(len(msg))}).Encode(b)
+		return append(b, msg...)
+	}
+	frame := func(h Header) []byte {
+		b := make([]byte, HeaderSize)
+		h.Encode(b)
+		return b
+	}
+	cases := map[string][]byte{
+		"garbage":           bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 64),
+		"truncated header":  hello()[:10],
+		"oversized message": append(hello(), frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: MaxMsg + 1})...),
+		"oversized bulk":    append(hello(), frame(Header{Kind: KindRequest, Method: mEcho, BulkLen: 1 << 31})...),
+		"reply from client": append(hello(), frame(Header{Kind: KindReply})...),
+		"truncated body":    append(hello(), append(frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: 100}), 1, 2, 3)...),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.Write(b)
+			if name == "truncated body" || name == "truncated header" {
+				nc.(*net.TCPConn).CloseWrite()
+			}
+			nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			buf := make([]byte, 4096)
+			for {
+				if _, err := nc.Read(buf); err != nil {
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						t.Fatal("server neither answered nor closed the connection")
+					}
+					break // closed: what we want
+				}
+			}
+		})
+	}
+	c := NewClient(addr, "good")
+	defer c.Close()
+	if _, err := Invoke[echoResp](context.Background(), c, mEcho, &echoReq{N: 1}); err != nil {
+		t.Fatalf("server after bad frames: %v", err)
+	}
+}
