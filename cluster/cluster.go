@@ -26,6 +26,9 @@ type Spec struct {
 	OSTs    int
 	// Host is the address servers listen on; 127.0.0.1 when empty.
 	Host string
+	// InProc runs the servers on the in-process transport instead of TCP
+	// (for tests): same frames, no sockets.
+	InProc bool
 }
 
 // Cluster is a running set of servers.
@@ -77,12 +80,16 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	}
 	c := &Cluster{Spec: spec}
 	listen := func(name string) (net.Listener, error) {
-		if a := st.Addrs[name]; a != "" {
+		if a := st.Addrs[name]; a != "" && !spec.InProc {
 			if l, err := rpc.Listen(a); err == nil {
 				return l, nil
 			}
 		}
-		l, err := rpc.Listen(net.JoinHostPort(spec.Host, "0"))
+		addr := net.JoinHostPort(spec.Host, "0")
+		if spec.InProc {
+			addr = "inproc:" + spec.DataDir + "/" + name
+		}
+		l, err := rpc.Listen(addr)
 		if err == nil {
 			st.Addrs[name] = l.Addr().String()
 		}

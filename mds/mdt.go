@@ -311,12 +311,22 @@ func (m *MDT) putInode(b *pebble.Batch, n *inode) {
 	b.Set(inodeKey(n.Attr.FID), encode(n), nil)
 }
 
-// deleteInode removes an inode and its xattrs.
+// deleteInode removes an inode and its xattrs. The xattrs go key by key:
+// a range tombstone per unlink would make every later read in the memtable
+// pay for all of them.
 func (m *MDT) deleteInode(b *pebble.Batch, f proto.FID) {
 	m.inodes.Add(-1)
 	b.Delete(inodeKey(f), nil)
 	p := xattrPrefix(f)
-	b.DeleteRange(p, prefixEnd(p), nil)
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		b.DeleteRange(p, prefixEnd(p), nil) // still correct, only slower
+		return
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		b.Delete(it.Key(), nil)
+	}
 }
 
 // dirEmpty reports whether dir has no entries.

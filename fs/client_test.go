@@ -1,0 +1,117 @@
+package fs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stripefs/stripefs/cluster"
+	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/proto"
+)
+
+// start runs MDTs and OSTs in this process over the in-process transport
+// and connects a client: the whole stack without FUSE or sockets, so the
+// race detector sees every goroutine.
+func start(t *testing.T, mdts, osts int) *fs.Client {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := cluster.Start(ctx, cluster.Spec{DataDir: t.TempDir(), MDTs: mdts, OSTs: osts, InProc: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var root = proto.RootFID
+
+// TestConcurrentClientWork runs creates, striped writes, reads, renames,
+// truncates and unlinks from many goroutines on one client.
+func TestConcurrentClientWork(t *testing.T) {
+	c := start(t, 2, 4)
+	ctx := context.Background()
+	dir, err := c.Mkdir(ctx, root, "work", 0o755, fs.Caller{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Setxattr(ctx, dir.FID, proto.LayoutXattr, []byte("stripe_count=4 stripe_size=65536"), 0); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			if err := worker(ctx, c, dir.FID, g); err != nil {
+				errs <- fmt.Errorf("worker %d: %w", g, err)
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ents, _, err := c.Readdir(ctx, dir.FID, 0, 1000, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 2+8 { // ".", "..", one survivor per worker
+		t.Fatalf("%d entries left", len(ents))
+	}
+}
+
+func worker(ctx context.Context, c *fs.Client, dir proto.FID, g int) error {
+	data := make([]byte, 300_000+g)
+	for i := range data {
+		data[i] = byte(i*g + 1)
+	}
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf("f%d-%d", g, i)
+		a, f, err := c.Create(ctx, dir, name, syscall.S_IFREG|0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+		if err != nil {
+			return err
+		}
+		if len(a.Layout.OSTs) != 4 {
+			return fmt.Errorf("layout %+v", a.Layout)
+		}
+		if _, err := f.WriteV(ctx, 1000, [][]byte{data[:777], data[777:]}); err != nil {
+			return err
+		}
+		got := make([]byte, len(data)+1000)
+		n, err := f.ReadAt(ctx, got, 0)
+		if err != nil || n != len(got) || !bytes.Equal(got[1000:], data) || !bytes.Equal(got[:1000], make([]byte, 1000)) {
+			return fmt.Errorf("read back %d bytes, err %v, equal %v", n, err, bytes.Equal(got[1000:], data))
+		}
+		if err := f.Release(ctx); err != nil {
+			return err
+		}
+		if _, err := c.Setattr(ctx, &fs.SetAttr{FID: a.FID, Valid: proto.SetSize, Size: 70_000}); err != nil {
+			return err
+		}
+		at, err := c.Getattr(ctx, a.FID)
+		if err != nil || at.Size != 70_000 {
+			return fmt.Errorf("size after truncate: %v %v", at, err)
+		}
+		if i > 0 {
+			if err := c.Rename(ctx, dir, name, dir, fmt.Sprintf("f%d-0", g), 0); err != nil { // replaces
+				return err
+			}
+		}
+	}
+	if err := c.Unlink(ctx, dir, fmt.Sprintf("f%d-%d", g, 1)); !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("unlink of a renamed-away name: %v", err)
+	}
+	return nil
+}
