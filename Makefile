@@ -1,0 +1,46 @@
+# stripefs: `make run` starts a whole filesystem on this machine and mounts
+# it; `make test` runs every test (as root, with /dev/fuse).
+GO      ?= go
+BIN     := bin/stripefs
+RUNDIR  ?= $(CURDIR)/run
+FUZZTIME ?= 10s
+# Packages whose state is shared between goroutines: tested with -race.
+RACE_PKGS := ./wire/... ./rpc/... ./layout/... ./proto/... ./fs/... ./mds/... ./ost/... ./cluster/...
+
+.PHONY: build run test test-unit test-e2e fuzz lint bench install clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/stripefs
+
+run: build
+	@mkdir -p $(RUNDIR)/data $(RUNDIR)/mnt
+	@echo "stripefs: data in $(RUNDIR)/data, mounted at $(RUNDIR)/mnt (Ctrl-C unmounts and stops)"
+	./$(BIN) up --data $(RUNDIR)/data --mount $(RUNDIR)/mnt -o allow_other
+
+test: lint test-unit test-e2e fuzz
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+test-unit:
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+test-e2e: build
+	$(GO) test -count=1 -timeout 30m ./e2e/... ./bench/... ./cmd/...
+
+# Brief runs of each fuzz target; longer ones: make fuzz FUZZTIME=10m
+fuzz:
+	$(GO) test ./wire -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzServerConn$$' -fuzztime $(FUZZTIME)
+
+bench: build
+	./$(BIN) bench baseline
+
+install: build
+	install -m 0755 $(BIN) /usr/local/bin/stripefs
+	ln -sf /usr/local/bin/stripefs /sbin/mount.fuse.stripefs
+
+clean:
+	rm -rf bin
