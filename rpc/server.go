@@ -49,6 +49,8 @@ type Server struct {
 	handlers [256]Handler
 	// MaxInFlight bounds concurrent requests per connection.
 	MaxInFlight int
+	// Counters, if set, adds the server's own counters to MethodStats.
+	Counters func() []Counter
 
 	mu    sync.Mutex
 	lis   []net.Listener
@@ -59,7 +61,9 @@ type Server struct {
 
 // NewServer returns a server with no handlers.
 func NewServer(name string) *Server {
-	return &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}}
+	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}}
+	s.handlers[MethodStats] = s.serveStats
+	return s
 }
 
 // Handle registers h for method m.

@@ -12,8 +12,8 @@ type methodStats struct {
 	calls, bytesIn, bytesOut atomic.Int64
 }
 
-// MethodStats is a snapshot of one method's counters.
-type MethodStats struct {
+// MethodCount is a snapshot of one method's counters.
+type MethodCount struct {
 	Method                   uint16
 	Calls, BytesIn, BytesOut int64
 }
@@ -39,12 +39,12 @@ func (s *Stats) reply(m uint16, bulk int64) {
 }
 
 // Snapshot returns the methods that were called at least once.
-func (s *Stats) Snapshot() []MethodStats {
-	var out []MethodStats
+func (s *Stats) Snapshot() []MethodCount {
+	var out []MethodCount
 	for i := range s.m {
 		ms := &s.m[i]
 		if c := ms.calls.Load(); c > 0 {
-			out = append(out, MethodStats{Method: uint16(i), Calls: c, BytesIn: ms.bytesIn.Load(), BytesOut: ms.bytesOut.Load()})
+			out = append(out, MethodCount{Method: uint16(i), Calls: c, BytesIn: ms.bytesIn.Load(), BytesOut: ms.bytesOut.Load()})
 		}
 	}
 	return out
