@@ -4,10 +4,12 @@
 package fs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,7 +26,30 @@ type Options struct {
 	// RetryFor is how long a call waits for an unreachable server (a
 	// restart) before failing with EIO.
 	RetryFor time.Duration
+	// MaxDirty bounds the unflushed write data of the whole mount, and
+	// MaxDirtyPerFile that of one file (bytes).
+	MaxDirty, MaxDirtyPerFile int64
+	// RPCsInFlight bounds the requests this client has outstanding to one
+	// OST.
+	RPCsInFlight int
+	// DirtyExpire is how long a partly written chunk may wait for the rest
+	// of its data before it is sent anyway.
+	DirtyExpire time.Duration
+	// ReadAhead is how far ahead of a sequential reader one file is read
+	// (bytes; negative turns read-ahead off), and MaxReadAheadTotal bounds
+	// the read-ahead data of the whole mount.
+	ReadAhead, MaxReadAheadTotal int64
 }
+
+// Defaults for Options fields left zero.
+const (
+	DefaultMaxDirty        = 256 << 20
+	DefaultMaxDirtyPerFile = 64 << 20
+	DefaultRPCsInFlight    = 8
+	DefaultDirtyExpire     = 5 * time.Second
+	DefaultReadAhead       = 16 << 20
+	DefaultReadAheadTotal  = 128 << 20
+)
 
 // Client is a connection to one stripefs filesystem.
 type Client struct {
@@ -38,10 +63,19 @@ type Client struct {
 	filesMu sync.Mutex
 	files   map[proto.FID]*inodeState // files open through this client
 
-	bg sync.WaitGroup // object destroys in flight
+	bg   sync.WaitGroup // flushes and object destroys in flight
+	stop chan struct{}
+
+	dirtyBytes atomic.Int64 // chunk buffers held by the write-back cache
+	raBytes    atomic.Int64 // chunks held by read-ahead
+	memMu      sync.Mutex
+	memCond    *sync.Cond
+	semMu      sync.Mutex
+	sems       map[uint32]chan struct{}
 
 	// Stats counts this client's RPCs to all targets.
-	Stats *rpc.Stats
+	Stats    *rpc.Stats
+	counters counters
 }
 
 // Connect reads the cluster map from the MGS and returns a client.
@@ -55,8 +89,21 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if opts.RetryFor == 0 {
 		opts.RetryFor = 60 * time.Second
 	}
+	opts.MaxDirty = cmp.Or(opts.MaxDirty, DefaultMaxDirty)
+	opts.MaxDirtyPerFile = cmp.Or(opts.MaxDirtyPerFile, DefaultMaxDirtyPerFile)
+	opts.RPCsInFlight = cmp.Or(opts.RPCsInFlight, DefaultRPCsInFlight)
+	opts.DirtyExpire = cmp.Or(opts.DirtyExpire, DefaultDirtyExpire)
+	opts.ReadAhead = cmp.Or(opts.ReadAhead, DefaultReadAhead)
+	opts.MaxReadAheadTotal = cmp.Or(opts.MaxReadAheadTotal, DefaultReadAheadTotal)
+	if opts.MaxDirty < 4*maxRPC || opts.MaxDirtyPerFile < 2*maxRPC || opts.RPCsInFlight < 1 {
+		return nil, fmt.Errorf("fs: dirty limits must be at least %d MiB per mount and %d MiB per file, RPCs in flight at least 1",
+			4*maxRPC>>20, 2*maxRPC>>20)
+	}
 	c := &Client{opts: opts, mdts: map[uint32]*rpc.Client{}, osts: map[uint32]*rpc.Client{},
-		files: map[proto.FID]*inodeState{}, Stats: rpc.NewStats()}
+		files: map[proto.FID]*inodeState{}, Stats: rpc.NewStats(), stop: make(chan struct{}),
+		sems: map[uint32]chan struct{}{}}
+	c.memCond = sync.NewCond(&c.memMu)
+	go c.flusher()
 	c.mdts[0] = c.newRPC(opts.MGS)
 	if err := c.refreshConfig(ctx); err != nil {
 		c.Close()
@@ -107,6 +154,9 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 	return nil
 }
 
+// MGS is the address the client reads the cluster map from.
+func (c *Client) MGS() string { return c.opts.MGS }
+
 // Config returns the cluster map as last read.
 func (c *Client) Config() proto.Config {
 	c.mu.RLock()
@@ -116,6 +166,11 @@ func (c *Client) Config() proto.Config {
 
 // Close waits for background work and closes every connection.
 func (c *Client) Close() error {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
 	c.bg.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()

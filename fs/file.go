@@ -22,10 +22,13 @@ type inodeState struct {
 	layout proto.Layout
 	refs   int // open handles; guarded by Client.filesMu
 
-	mu    sync.Mutex
-	size  uint64
-	mtime int64
-	dirty bool // size/mtime changed by writes and not yet told to the MDT
+	mu       sync.Mutex
+	size     uint64
+	mtime    int64
+	dirty    bool // size/mtime changed by writes and not yet told to the MDT
+	wb       writeback
+	ra       readahead
+	flushAll int // flushAll calls waiting: chunks are sent as soon as they can be
 }
 
 // File is one open handle.
@@ -50,6 +53,7 @@ func (c *Client) newFile(a *proto.Attr, flags int) *File {
 	st := c.files[a.FID]
 	if st == nil {
 		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime}
+		st.initWriteback()
 		c.files[a.FID] = st
 	}
 	st.refs++
@@ -94,12 +98,30 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	st := f.st
 	st.mu.Lock()
 	size, lay := st.size, st.layout
+	var pending []pendingBytes
+	var ahead map[int64]*raChunk
+	if uint64(off) < size {
+		n := int(min(uint64(len(p)), size-uint64(off)))
+		pending = st.overlayDirty(p[:n], off)
+		ahead = f.c.noteRead(st, off, n)
+	}
+	chunkSize := st.wb.size
 	st.mu.Unlock()
 	if uint64(off) >= size {
 		return 0, nil
 	}
 	n := int(min(uint64(len(p)), size-uint64(off)))
 	p = p[:n]
+	// Unflushed data was copied before the OSTs are read: a flush that
+	// lands meanwhile cannot leave this read with neither version.
+	defer func() {
+		for _, pb := range pending {
+			copy(p[pb.off-off:], pb.data)
+		}
+	}()
+	if len(ahead) > 0 && f.c.readFromAhead(ahead, chunkSize, p, off) {
+		return n, nil
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, ch := range layout.Map(lay, uint64(off), n) {
 		for done := 0; done < ch.Len; {
@@ -149,32 +171,21 @@ func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error
 		return 0, syscall.EFBIG
 	}
 	st := f.st
+	c := f.c
+	c.waitForMemory(int64(total) + st.wb.size)
 	st.mu.Lock()
-	lay := st.layout
-	st.mu.Unlock()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, ch := range layout.Map(lay, uint64(off), total) {
-		for done := 0; done < ch.Len; {
-			ln := min(ch.Len-done, maxRPC)
-			bulk := slice(iovs, int(ch.FileOff-uint64(off))+done, ln)
-			obj := proto.ObjID{FID: st.fid, Stripe: uint32(ch.Stripe)}
-			ost := lay.OSTs[ch.Stripe]
-			objOff := ch.ObjOff + uint64(done)
-			g.Go(func() error {
-				call := &rpc.Call{Method: proto.OWrite, Req: &proto.OWriteReq{Obj: obj, Off: objOff}, Resp: &proto.OWriteReply{}, BulkOut: bulk}
-				return f.c.ostDo(gctx, ost, call)
-			})
-			done += ln
+	defer st.mu.Unlock()
+	for st.wb.held > c.opts.MaxDirtyPerFile {
+		c.flushPartial(st, c.opts.MaxDirtyPerFile/2, 0)
+		if len(st.wb.flushing) == 0 {
+			break
 		}
+		st.wb.done.Wait()
 	}
-	if err := g.Wait(); err != nil {
-		return 0, err
-	}
-	st.mu.Lock()
+	c.bufferWrite(st, off, iovs, total)
 	st.size = max(st.size, uint64(off)+uint64(total))
 	st.mtime = nowNs()
 	st.dirty = true
-	st.mu.Unlock()
 	return total, nil
 }
 
@@ -198,13 +209,18 @@ func slice(iovs [][]byte, from, n int) [][]byte {
 	return out
 }
 
-// Flush reports the size and mtime of this client's writes to the MDT, so
-// other clients see them after close (close-to-open).
+// Flush sends this client's dirty data to the OSTs and its size and mtime
+// to the MDT, so other clients see them after close (close-to-open). It
+// reports any earlier background flush failure.
 func (f *File) Flush(ctx context.Context) error {
+	err := f.c.flushAll(f.st)
 	st := f.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return f.flushAttrs(ctx, false)
+	if aerr := f.flushAttrs(ctx, false); err == nil {
+		err = aerr
+	}
+	return err
 }
 
 // flushAttrs sends dirty size and mtime; st.mu is held.
@@ -227,6 +243,9 @@ func (f *File) flushAttrs(ctx context.Context, sync bool) error {
 // Fsync makes the file's data and attributes durable: every object is
 // synced on its OST, then the size is committed on the MDT.
 func (f *File) Fsync(ctx context.Context) error {
+	if err := f.c.flushAll(f.st); err != nil {
+		return err
+	}
 	st := f.st
 	st.mu.Lock()
 	osts := st.layout.OSTs
@@ -253,6 +272,7 @@ func (f *File) Fsync(ctx context.Context) error {
 // may then ask for an unlinked file's objects to be destroyed.
 func (f *File) Release(ctx context.Context) error {
 	c, st := f.c, f.st
+	ferr := c.flushAll(st)
 	c.filesMu.Lock()
 	st.refs--
 	last := st.refs == 0
@@ -263,6 +283,10 @@ func (f *File) Release(ctx context.Context) error {
 	st.mu.Lock()
 	req := &proto.CloseReq{FID: st.fid, SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
 	st.dirty = false
+	if last {
+		c.dropDirty(st) // what still failed to flush dies with the last handle
+		c.dropReadahead(st, 0)
+	}
 	st.mu.Unlock()
 	var r proto.CloseReply
 	if err := c.mdtCall(ctx, st.fid, proto.MClose, req, &r); err != nil {
@@ -271,7 +295,18 @@ func (f *File) Release(ctx context.Context) error {
 	if r.Destroy {
 		c.destroyObjects(r.Attr)
 	}
-	return nil
+	return ferr
+}
+
+// dropDirty discards a file's unflushable data. st.mu is held.
+func (c *Client) dropDirty(st *inodeState) {
+	for idx, ch := range st.wb.dirty {
+		delete(st.wb.dirty, idx)
+		st.wb.held -= st.wb.size
+		c.dirtyBytes.Add(-st.wb.size)
+		putBuf(ch.buf)
+	}
+	c.memFreed()
 }
 
 func (c *Client) ostDo(ctx context.Context, ost uint32, call *rpc.Call) error {

@@ -55,6 +55,10 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	if req.Valid&proto.SetSize != 0 {
 		st := c.openState(req.FID)
 		if st != nil {
+			// Cached data goes out first, so the cut applies to it too.
+			if err := c.flushAll(st); err != nil {
+				return nil, err
+			}
 			st.mu.Lock() // no write may change the size meanwhile
 			defer st.mu.Unlock()
 		}
@@ -80,6 +84,7 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 		if st != nil {
 			st.size = req.Size
 			st.dirty = false
+			c.dropReadahead(st, 0)
 		}
 	}
 	if err := c.mdtCall(ctx, req.FID, proto.MSetattr, req, &r); err != nil {

@@ -26,7 +26,11 @@ func (m *MDT) getxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 		if !ok {
 			return nil, syscall.ENODATA
 		}
-		return &proto.XattrReply{Value: []byte(l.String())}, nil
+		v := l.String()
+		if !n.isDir() {
+			v += " fid=" + n.Attr.FID.String()
+		}
+		return &proto.XattrReply{Value: []byte(v)}, nil
 	}
 	v, closer, err := m.db.Get(xattrKey(r.FID, r.Name))
 	if errors.Is(err, pebble.ErrNotFound) {

@@ -113,7 +113,7 @@ func ParseLayout(s string, base Layout) (Layout, error) {
 			return l, fmt.Errorf("layout: %q is not key=value: %w", f, syscall.EINVAL)
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil && k != "osts" {
+		if err != nil && k != "osts" && k != "fid" {
 			return l, fmt.Errorf("layout: %s=%q is not a number: %w", k, v, syscall.EINVAL)
 		}
 		switch k {
@@ -136,7 +136,7 @@ func ParseLayout(s string, base Layout) (Layout, error) {
 				return l, fmt.Errorf("layout: stripe_offset %d out of range: %w", n, syscall.EINVAL)
 			}
 			l.FirstOST = int32(n)
-		case "osts":
+		case "osts", "fid":
 		default:
 			return l, fmt.Errorf("layout: unknown key %q: %w", k, syscall.EINVAL)
 		}

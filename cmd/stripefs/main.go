@@ -28,7 +28,8 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(mdsCmd(), ostCmd(), mountCmd(), upCmd(), benchCmd(), loopbackCmd())
+	root.AddCommand(mdsCmd(), ostCmd(), mountCmd(), upCmd(), benchCmd(), loopbackCmd(),
+		setstripeCmd(), getstripeCmd(), statsCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(os.Stderr, "stripefs: %v\n", err)
 		os.Exit(1)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/fs/fusefs"
@@ -21,9 +22,28 @@ import (
 
 const readyPrefix = "stripefs: mounted "
 
+// clientFlags are the client cache tunables shared by mount and up.
+type clientFlags struct {
+	maxDirtyMB, maxDirtyFileMB, rpcsInFlight int
+	dirtyExpire                              time.Duration
+}
+
+func (cf *clientFlags) add(f *pflag.FlagSet) {
+	f.IntVar(&cf.maxDirtyMB, "max-dirty-mb", fs.DefaultMaxDirty>>20, "bound on unflushed write data of the whole mount (MiB)")
+	f.IntVar(&cf.maxDirtyFileMB, "max-dirty-file-mb", fs.DefaultMaxDirtyPerFile>>20, "bound on unflushed write data of one file (MiB)")
+	f.IntVar(&cf.rpcsInFlight, "rpcs-in-flight", fs.DefaultRPCsInFlight, "RPCs in flight to each OST")
+	f.DurationVar(&cf.dirtyExpire, "dirty-expire", fs.DefaultDirtyExpire, "how long a partly written stripe unit may wait before it is sent")
+}
+
+func (cf *clientFlags) options(mgs, name string) fs.Options {
+	return fs.Options{MGS: mgs, Name: name, MaxDirty: int64(cf.maxDirtyMB) << 20, MaxDirtyPerFile: int64(cf.maxDirtyFileMB) << 20,
+		RPCsInFlight: cf.rpcsInFlight, DirtyExpire: cf.dirtyExpire}
+}
+
 func mountCmd() *cobra.Command {
 	var mgs, opts, logFile string
 	var background bool
+	var cf clientFlags
 	mo := fusefs.DefaultMountOptions()
 	cmd := &cobra.Command{
 		Use:   "mount --mgs ADDR [-o OPTIONS] MOUNTPOINT",
@@ -43,10 +63,11 @@ The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 			if background {
 				return startBackground(os.Args[1:], logFile)
 			}
-			return runMount(mgs, args[0], mo, nil)
+			return runMount(cf.options(mgs, "mount:"+args[0]), args[0], mo, nil)
 		},
 	}
 	f := cmd.Flags()
+	cf.add(f)
 	f.StringVar(&mgs, "mgs", "", "MDT0's address")
 	f.StringVarP(&opts, "options", "o", "", "mount options")
 	f.DurationVar(&mo.AttrTimeout, "attr-timeout", time.Second, "kernel attribute cache timeout")
@@ -58,9 +79,10 @@ The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 
 // runMount connects, mounts and serves until unmounted or signalled.
 // onReady, if set, runs once the mount is up.
-func runMount(mgs, dir string, mo fusefs.MountOptions, onReady func()) error {
+func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func()) error {
+	mgs := opts.MGS
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	c, err := fs.Connect(ctx, fs.Options{MGS: mgs, Name: "mount:" + dir})
+	c, err := fs.Connect(ctx, opts)
 	cancel()
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 func upCmd() *cobra.Command {
 	var spec cluster.Spec
 	var mnt, opts string
+	var cf clientFlags
 	cmd := &cobra.Command{
 		Use:   "up --data DIR --mount MNT [--mdts 2] [--osts 4]",
 		Short: "Run a whole filesystem on this machine and mount it (the embedded default)",
@@ -46,13 +47,14 @@ func upCmd() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			return runMount(cl.MGS, mnt, mo, func() {
+			return runMount(cf.options(cl.MGS, "up:"+mnt), mnt, mo, func() {
 				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s; Ctrl-C unmounts and stops\n",
 					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS)
 			})
 		},
 	}
 	f := cmd.Flags()
+	cf.add(f)
 	f.StringVar(&spec.DataDir, "data", "", "data directory for every server")
 	f.StringVar(&mnt, "mount", "", "mount point")
 	f.IntVar(&spec.MDTs, "mdts", 2, "number of MDTs (first start only)")

@@ -7,6 +7,7 @@ package fusefs
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/stats"
 )
 
 // Options tune the kernel's caches.
@@ -274,10 +276,21 @@ func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.St
 	return []byte(t), fuse.OK
 }
 
+// GetXAttr also answers the mount's virtual attributes (client counters,
+// MGS address) on every path, the way lctl reads a client's parameters.
 func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
 	c, stop := ctx(cancel)
 	defer stop()
-	v, err := f.c.Getxattr(c, nodeFID(h.NodeId), attr)
+	var v []byte
+	var err error
+	switch attr {
+	case stats.ClientXattr:
+		v, err = json.Marshal(&stats.Client{Methods: stats.Methods(f.c.Stats.Snapshot()), Counters: counterMap(f.c.Counters())})
+	case stats.MGSXattr:
+		v = []byte(f.c.MGS())
+	default:
+		v, err = f.c.Getxattr(c, nodeFID(h.NodeId), attr)
+	}
 	if err != nil {
 		return 0, status(err)
 	}
@@ -285,6 +298,14 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 		return uint32(len(v)), fuse.ERANGE
 	}
 	return uint32(copy(dest, v)), fuse.OK
+}
+
+func counterMap(cs []fs.Counter) map[string]int64 {
+	m := make(map[string]int64, len(cs))
+	for _, c := range cs {
+		m[c.Name] = c.Value
+	}
+	return m
 }
 
 func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {

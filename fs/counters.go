@@ -1,0 +1,34 @@
+package fs
+
+import "sync/atomic"
+
+// counters are the client's own statistics beside per-method RPC counts.
+type counters struct {
+	flushes, fullFlushes atomic.Int64 // chunks sent, and those sent whole
+	memoryWaits          atomic.Int64 // writers that waited for dirty memory
+	readModifyWrites     atomic.Int64 // reads done in order to write (EC partial rows)
+	readaheadHits        atomic.Int64
+	readaheadBytes       atomic.Int64
+	peakDirty            atomic.Int64
+}
+
+// Counter is one named client statistic.
+type Counter struct {
+	Name  string `json:"name"`
+	Value int64  `json:"value"`
+}
+
+// Counters returns the client's statistics.
+func (c *Client) Counters() []Counter {
+	return []Counter{
+		{"dirty_bytes", c.dirtyBytes.Load()},
+		{"dirty_bytes_peak", c.counters.peakDirty.Load()},
+		{"max_dirty_bytes", c.opts.MaxDirty},
+		{"chunk_flushes", c.counters.flushes.Load()},
+		{"chunk_flushes_whole", c.counters.fullFlushes.Load()},
+		{"dirty_memory_waits", c.counters.memoryWaits.Load()},
+		{"read_modify_writes", c.counters.readModifyWrites.Load()},
+		{"readahead_hits", c.counters.readaheadHits.Load()},
+		{"readahead_bytes", c.counters.readaheadBytes.Load()},
+	}
+}

@@ -1,0 +1,138 @@
+package fs
+
+import (
+	"context"
+
+	"github.com/stripefs/stripefs/layout"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Read-ahead. A reader whose reads follow one another is sequential: the
+// client then fetches whole chunks (stripe units) ahead of it, several in
+// flight on different OSTs, into a window that grows while the pattern
+// holds. A read elsewhere resets the window; random readers never trigger
+// it. Writes and truncates drop the chunks they touch.
+
+// raChunk is a chunk fetched ahead: data is valid once ready is closed.
+type raChunk struct {
+	ready chan struct{}
+	data  []byte // the chunk's bytes; shorter at end of file
+	err   error
+}
+
+// readahead is a file's read-ahead state; guarded by inodeState.mu.
+type readahead struct {
+	next   int64 // where a sequential reader reads next
+	window int64 // chunks to keep ahead; 0 when not sequential
+	chunks map[int64]*raChunk
+}
+
+// noteRead updates the pattern and starts fetches; it returns the chunks
+// already fetched or on their way that cover [off, off+n). st.mu is held.
+func (c *Client) noteRead(st *inodeState, off int64, n int) map[int64]*raChunk {
+	ra, size := &st.ra, st.wb.size
+	maxWindow := c.opts.ReadAhead / size
+	if maxWindow <= 0 {
+		return nil
+	}
+	if off == ra.next || (ra.window > 0 && off > ra.next-size && off <= ra.next) {
+		ra.window = min(max(ra.window*2, 2), maxWindow)
+	} else {
+		ra.window = 0
+		c.dropReadahead(st, 0)
+	}
+	ra.next = off + int64(n)
+	if ra.window == 0 {
+		return nil
+	}
+	first, last := off/size, (off+int64(n)-1)/size
+	for idx := range ra.chunks { // behind the reader: no longer needed
+		if idx < first {
+			c.releaseRA(st, idx)
+		}
+	}
+	end := min(last+ra.window, (int64(st.size)-1)/size)
+	for idx := first; idx <= end; idx++ {
+		if ra.chunks[idx] != nil || st.wb.dirty[idx] != nil || st.wb.flushing[idx] != nil {
+			continue
+		}
+		if c.raBytes.Load()+size > c.opts.MaxReadAheadTotal {
+			break
+		}
+		c.fetchChunk(st, idx)
+	}
+	out := map[int64]*raChunk{}
+	for idx := first; idx <= last; idx++ {
+		if ch := ra.chunks[idx]; ch != nil {
+			out[idx] = ch
+		}
+	}
+	return out
+}
+
+// fetchChunk starts reading chunk idx in the background. st.mu is held.
+func (c *Client) fetchChunk(st *inodeState, idx int64) {
+	size := st.wb.size
+	ch := &raChunk{ready: make(chan struct{}), data: make([]byte, size)}
+	if st.ra.chunks == nil {
+		st.ra.chunks = map[int64]*raChunk{}
+	}
+	st.ra.chunks[idx] = ch
+	c.raBytes.Add(size)
+	lay, fid := st.layout, st.fid
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer close(ch.ready)
+		m := layout.Map(lay, uint64(idx*size), int(size))[0]
+		ost := lay.OSTs[m.Stripe]
+		sem := c.ostSem(ost)
+		sem <- struct{}{}
+		defer func() { <-sem }()
+		var r proto.OReadReply
+		call := &rpc.Call{Method: proto.ORead, Req: &proto.OReadReq{Obj: proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}, Off: m.ObjOff, Len: uint32(size)},
+			Resp: &r, BulkIn: ch.data}
+		if ch.err = c.ostDo(context.Background(), ost, call); ch.err == nil {
+			clear(ch.data[call.NBulkIn:])
+			c.counters.readaheadBytes.Add(size)
+		}
+	}()
+}
+
+// dropReadahead forgets fetched chunks from index from on. st.mu is held.
+func (c *Client) dropReadahead(st *inodeState, from int64) {
+	for idx := range st.ra.chunks {
+		if idx >= from {
+			c.releaseRA(st, idx)
+		}
+	}
+}
+
+func (c *Client) releaseRA(st *inodeState, idx int64) {
+	delete(st.ra.chunks, idx)
+	c.raBytes.Add(-st.wb.size)
+}
+
+// readFromAhead serves [off, off+len(p)) from fetched chunks if they cover
+// it all; it reports false (and touches nothing) otherwise.
+func (c *Client) readFromAhead(chunks map[int64]*raChunk, size int64, p []byte, off int64) bool {
+	first, last := off/size, (off+int64(len(p))-1)/size
+	for idx := first; idx <= last; idx++ {
+		ch := chunks[idx]
+		if ch == nil {
+			return false
+		}
+		<-ch.ready
+		if ch.err != nil {
+			return false
+		}
+	}
+	for idx := first; idx <= last; idx++ {
+		base := idx * size
+		s, e := max(off, base), min(off+int64(len(p)), base+size)
+		copy(p[s-off:e-off], chunks[idx].data[s-base:e-base])
+	}
+	c.counters.readaheadHits.Add(1)
+	return true
+}

@@ -1,0 +1,369 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/stripefs/stripefs/fs/extent"
+	"github.com/stripefs/stripefs/layout"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// The write-back cache. A file's dirty data is kept in chunks: aligned
+// pieces of one stripe unit (the whole unit, or an equal part of a unit
+// bigger than one RPC). A write copies its bytes into chunks and records
+// them in the chunk's extent set, so contiguous writes merge whatever
+// their sizes and whatever iovec boundaries they came with: alignment is
+// judged on file offsets only. A chunk goes to its OST as soon as it is
+// whole, in one RPC; partial chunks wait for fsync, close, memory pressure
+// or age. Nothing is ever read in order to write.
+
+// chunk is one aligned piece of a stripe unit held in memory.
+type chunk struct {
+	idx   int64  // chunk number: bytes [idx*size, (idx+1)*size) of the file
+	buf   []byte // len = the file's chunk size
+	dirty extent.Set
+	born  time.Time
+}
+
+// writeback is a file's dirty state; guarded by inodeState.mu.
+type writeback struct {
+	size     int64 // chunk size
+	dirty    map[int64]*chunk
+	flushing map[int64]*chunk // sent or being sent; at most one per index
+	held     int64            // buffer bytes of dirty and flushing chunks
+	err      error            // first flush error not yet reported
+	done     *sync.Cond       // signalled whenever a flush ends
+}
+
+// chunkSize is the largest multiple of 64 KiB that divides the stripe size
+// and fits one RPC.
+func chunkSize(l proto.Layout) int64 {
+	ss := int64(l.StripeSize)
+	c := min(ss, maxRPC)
+	for c > proto.MinStripeSize && ss%c != 0 {
+		c -= proto.MinStripeSize
+	}
+	return c
+}
+
+func (st *inodeState) initWriteback() {
+	st.wb = writeback{size: chunkSize(st.layout), dirty: map[int64]*chunk{}, flushing: map[int64]*chunk{}}
+	st.wb.done = sync.NewCond(&st.mu)
+}
+
+// bufPools recycles chunk buffers by size.
+var bufPools sync.Map // int64 → *sync.Pool
+
+func getBuf(size int64) []byte {
+	p, _ := bufPools.LoadOrStore(size, &sync.Pool{New: func() any { b := make([]byte, size); return &b }})
+	return *(p.(*sync.Pool).Get().(*[]byte))
+}
+
+func putBuf(b []byte) {
+	if p, ok := bufPools.Load(int64(len(b))); ok {
+		p.(*sync.Pool).Put(&b)
+	}
+}
+
+// bufferWrite copies iovs (total bytes at off) into the file's chunks and
+// starts sending the chunks it completed. st.mu is held.
+func (c *Client) bufferWrite(st *inodeState, off int64, iovs [][]byte, total int) {
+	wb := &st.wb
+	pos := 0
+	for pos < total {
+		fileOff := off + int64(pos)
+		idx := fileOff / wb.size
+		in := fileOff % wb.size
+		n := int(min(int64(total-pos), wb.size-in))
+		if st.ra.chunks[idx] != nil {
+			c.releaseRA(st, idx) // now stale
+		}
+		ch := wb.dirty[idx]
+		if ch == nil {
+			ch = &chunk{idx: idx, buf: getBuf(wb.size), born: time.Now()}
+			wb.dirty[idx] = ch
+			wb.held += wb.size
+			c.addDirty(wb.size)
+		}
+		copyFrom(ch.buf[in:in+int64(n)], iovs, pos)
+		ch.dirty.Add(in, in+int64(n))
+		if ch.dirty.Covers(0, wb.size) {
+			c.startFlush(st, ch)
+		}
+		pos += n
+	}
+}
+
+// copyFrom fills dst with the bytes of the concatenated iovs from offset from.
+func copyFrom(dst []byte, iovs [][]byte, from int) {
+	for _, v := range iovs {
+		if len(dst) == 0 {
+			return
+		}
+		if from >= len(v) {
+			from -= len(v)
+			continue
+		}
+		n := copy(dst, v[from:])
+		dst = dst[n:]
+		from = 0
+	}
+}
+
+// startFlush sends a dirty chunk unless an older version of it is still on
+// its way (two in flight could land in either order); that one's
+// completion starts this one. st.mu is held.
+func (c *Client) startFlush(st *inodeState, ch *chunk) {
+	wb := &st.wb
+	if _, busy := wb.flushing[ch.idx]; busy {
+		return
+	}
+	delete(wb.dirty, ch.idx)
+	wb.flushing[ch.idx] = ch
+	c.counters.flushes.Add(1)
+	if ch.dirty.Covers(0, wb.size) {
+		c.counters.fullFlushes.Add(1)
+	}
+	lay := st.layout
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		err := c.sendChunk(st.fid, lay, wb.size, ch)
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		delete(wb.flushing, ch.idx)
+		if err != nil {
+			if wb.err == nil {
+				wb.err = err
+			}
+			c.requeue(st, ch)
+		} else {
+			wb.held -= wb.size
+			c.dirtyBytes.Add(-wb.size)
+			putBuf(ch.buf)
+		}
+		if next := wb.dirty[ch.idx]; next != nil && (next.dirty.Covers(0, wb.size) || st.flushAll > 0) {
+			c.startFlush(st, next)
+		}
+		wb.done.Broadcast()
+		c.memFreed()
+	}()
+}
+
+// requeue keeps the data of a chunk whose flush failed, under any newer
+// data written meanwhile, so a later fsync can retry it: data is dropped
+// only when its last handle is released. st.mu is held.
+func (c *Client) requeue(st *inodeState, old *chunk) {
+	wb := &st.wb
+	cur := wb.dirty[old.idx]
+	if cur == nil {
+		wb.dirty[old.idx] = old
+		return
+	}
+	for _, r := range old.dirty.Ranges() {
+		for _, gap := range cur.dirty.Subtract(r.Start, r.End) {
+			copy(cur.buf[gap.Start:gap.End], old.buf[gap.Start:gap.End])
+			cur.dirty.Add(gap.Start, gap.End)
+		}
+	}
+	wb.held -= wb.size
+	c.dirtyBytes.Add(-wb.size)
+	putBuf(old.buf)
+}
+
+// sendChunk writes a chunk's dirty ranges to its object: one RPC for a
+// whole chunk.
+func (c *Client) sendChunk(fid proto.FID, lay proto.Layout, size int64, ch *chunk) error {
+	m := layout.Map(lay, uint64(ch.idx*size), int(size))[0]
+	obj := proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}
+	ost := lay.OSTs[m.Stripe]
+	sem := c.ostSem(ost)
+	sem <- struct{}{}
+	defer func() { <-sem }()
+	ctx := context.Background()
+	for _, r := range ch.dirty.Ranges() {
+		call := &rpc.Call{Method: proto.OWrite, Req: &proto.OWriteReq{Obj: obj, Off: m.ObjOff + uint64(r.Start)},
+			Resp: &proto.OWriteReply{}, BulkOut: [][]byte{ch.buf[r.Start:r.End]}}
+		if err := c.ostDo(ctx, ost, call); err != nil {
+			return fmt.Errorf("flush %s at %d: %w", fid, ch.idx*size+r.Start, err)
+		}
+	}
+	return nil
+}
+
+// flushAll sends every dirty chunk and waits for all of them; it returns
+// (and clears) the first flush error since the last report.
+func (c *Client) flushAll(st *inodeState) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.flushAll++
+	defer func() { st.flushAll-- }()
+	wb := &st.wb
+	for len(wb.dirty) > 0 || len(wb.flushing) > 0 {
+		for _, ch := range wb.dirty {
+			c.startFlush(st, ch)
+		}
+		if len(wb.flushing) > 0 {
+			wb.done.Wait()
+		} else if len(wb.dirty) > 0 && wb.err != nil {
+			break // flushes fail: report instead of spinning
+		}
+	}
+	err := wb.err
+	wb.err = nil
+	return err
+}
+
+// flushPartial starts sending the file's partial chunks, oldest first,
+// until at most keep bytes of buffers remain; olderThan limits it to
+// chunks at least that old. st.mu is held.
+func (c *Client) flushPartial(st *inodeState, keep int64, olderThan time.Duration) {
+	wb := &st.wb
+	now := time.Now()
+	for wb.held > keep {
+		var oldest *chunk
+		for _, ch := range wb.dirty {
+			if _, busy := wb.flushing[ch.idx]; busy || now.Sub(ch.born) < olderThan {
+				continue
+			}
+			if oldest == nil || ch.born.Before(oldest.born) {
+				oldest = ch
+			}
+		}
+		if oldest == nil {
+			return
+		}
+		c.startFlush(st, oldest)
+	}
+}
+
+// overlay copies this client's unflushed bytes in [off, off+len(p)) over
+// p: flushing chunks first, then the newer dirty ones. st.mu is held.
+func (st *inodeState) overlayDirty(p []byte, off int64) []pendingBytes {
+	wb := &st.wb
+	if len(wb.dirty) == 0 && len(wb.flushing) == 0 {
+		return nil
+	}
+	var out []pendingBytes
+	first, last := off/wb.size, (off+int64(len(p))-1)/wb.size
+	for _, m := range []map[int64]*chunk{wb.flushing, wb.dirty} {
+		if int64(len(m)) < last-first+1 { // few chunks: walk them
+			for idx, ch := range m {
+				if idx >= first && idx <= last {
+					out = append(out, ch.pending(wb.size, off, len(p))...)
+				}
+			}
+			continue
+		}
+		for idx := first; idx <= last; idx++ {
+			if ch := m[idx]; ch != nil {
+				out = append(out, ch.pending(wb.size, off, len(p))...)
+			}
+		}
+	}
+	return out
+}
+
+// pendingBytes is a copy of unflushed data at a file offset.
+type pendingBytes struct {
+	off  int64
+	data []byte
+}
+
+func (ch *chunk) pending(size, off int64, n int) []pendingBytes {
+	base := ch.idx * size
+	var out []pendingBytes
+	for _, r := range ch.dirty.Ranges() {
+		s, e := max(base+r.Start, off), min(base+r.End, off+int64(n))
+		if s < e {
+			out = append(out, pendingBytes{off: s, data: append([]byte(nil), ch.buf[s-base:e-base]...)})
+		}
+	}
+	return out
+}
+
+// waitForMemory blocks a writer while the mount holds more dirty data than
+// its bound, pushing every open file's partial chunks out meanwhile.
+func (c *Client) waitForMemory(need int64) {
+	if c.dirtyBytes.Load()+need <= c.opts.MaxDirty {
+		return
+	}
+	c.counters.memoryWaits.Add(1)
+	c.memMu.Lock()
+	defer c.memMu.Unlock()
+	for c.dirtyBytes.Load()+need > c.opts.MaxDirty {
+		c.memMu.Unlock()
+		for _, st := range c.openFiles() {
+			st.mu.Lock()
+			c.flushPartial(st, 0, 0)
+			st.mu.Unlock()
+		}
+		c.memMu.Lock()
+		if c.dirtyBytes.Load()+need <= c.opts.MaxDirty {
+			return
+		}
+		c.memCond.Wait()
+	}
+}
+
+func (c *Client) addDirty(n int64) {
+	v := c.dirtyBytes.Add(n)
+	for {
+		peak := c.counters.peakDirty.Load()
+		if v <= peak || c.counters.peakDirty.CompareAndSwap(peak, v) {
+			return
+		}
+	}
+}
+
+// memFreed wakes writers waiting for memory.
+func (c *Client) memFreed() {
+	c.memMu.Lock()
+	c.memCond.Broadcast()
+	c.memMu.Unlock()
+}
+
+func (c *Client) openFiles() []*inodeState {
+	c.filesMu.Lock()
+	defer c.filesMu.Unlock()
+	out := make([]*inodeState, 0, len(c.files))
+	for _, st := range c.files {
+		out = append(out, st)
+	}
+	return out
+}
+
+// flusher pushes out partial chunks that have waited too long, so data a
+// program leaves in an open file reaches the OSTs (like dirty_expire).
+func (c *Client) flusher() {
+	t := time.NewTicker(c.opts.DirtyExpire / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			for _, st := range c.openFiles() {
+				st.mu.Lock()
+				c.flushPartial(st, 0, c.opts.DirtyExpire)
+				st.mu.Unlock()
+			}
+		}
+	}
+}
+
+// ostSem bounds this client's RPCs in flight to one OST.
+func (c *Client) ostSem(ost uint32) chan struct{} {
+	c.semMu.Lock()
+	defer c.semMu.Unlock()
+	s := c.sems[ost]
+	if s == nil {
+		s = make(chan struct{}, c.opts.RPCsInFlight)
+		c.sems[ost] = s
+	}
+	return s
+}

@@ -1,0 +1,242 @@
+// Package stats collects a filesystem's counters: the client's, read from
+// a mount through virtual extended attributes, and every server's, asked
+// over RPC. Benchmarks and tests take two snapshots and subtract them.
+package stats
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/pkg/xattr"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Xattrs the mount answers on any path (they are not listed).
+const (
+	// ClientXattr holds the mount's client counters as JSON.
+	ClientXattr = "stripefs.client_stats"
+	// MGSXattr holds the MGS address the mount was started with.
+	MGSXattr = "stripefs.mgs"
+)
+
+// Method is one method's call and bulk byte counts.
+type Method struct {
+	Name     string `json:"name"`
+	Calls    int64  `json:"calls"`
+	BytesIn  int64  `json:"bytes_in"`
+	BytesOut int64  `json:"bytes_out"`
+}
+
+// Target is one server's counters.
+type Target struct {
+	Name     string           `json:"name"`
+	Methods  []Method         `json:"methods"`
+	Counters map[string]int64 `json:"counters,omitempty"`
+}
+
+// Client is what a mount reports.
+type Client struct {
+	Methods  []Method         `json:"methods"`
+	Counters map[string]int64 `json:"counters"`
+}
+
+// Snapshot is the whole filesystem's counters at one moment.
+type Snapshot struct {
+	Client  *Client  `json:"client,omitempty"`
+	Targets []Target `json:"targets"`
+}
+
+// Methods converts RPC counters, naming each method.
+func Methods(ms []rpc.MethodCount) []Method {
+	out := make([]Method, 0, len(ms))
+	for _, m := range ms {
+		name := proto.MethodName(m.Method)
+		if m.Method == rpc.MethodStats {
+			name = "stats"
+		}
+		out = append(out, Method{Name: name, Calls: m.Calls, BytesIn: m.BytesIn, BytesOut: m.BytesOut})
+	}
+	return out
+}
+
+// FromMount reads the client counters of the mount that holds path and
+// the counters of every server of its filesystem.
+func FromMount(ctx context.Context, path string) (*Snapshot, error) {
+	b, err := xattr.Get(path, ClientXattr)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not on a stripefs mount: %w", path, err)
+	}
+	var cl Client
+	if err := json.Unmarshal(b, &cl); err != nil {
+		return nil, fmt.Errorf("%s: client stats: %w", path, err)
+	}
+	mgs, err := xattr.Get(path, MGSXattr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	s, err := FromServers(ctx, string(mgs))
+	if err != nil {
+		return nil, err
+	}
+	s.Client = &cl
+	return s, nil
+}
+
+// FromServers asks every target in the cluster map for its counters.
+func FromServers(ctx context.Context, mgs string) (*Snapshot, error) {
+	c := rpc.NewClient(mgs, "stats")
+	defer c.Close()
+	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	if err != nil {
+		return nil, fmt.Errorf("cluster map from %s: %w", mgs, err)
+	}
+	targets := append(append([]proto.Target(nil), cfg.MDTs...), cfg.OSTs...)
+	out := &Snapshot{Targets: make([]Target, len(targets))}
+	var wg sync.WaitGroup
+	errs := make([]error, len(targets))
+	for i, t := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc := rpc.NewClient(t.Addr, "stats")
+			defer rc.Close()
+			r, err := rpc.QueryStats(ctx, rc)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			tg := Target{Name: fmt.Sprintf("%s%d", t.Kind, t.Index), Methods: Methods(r.Methods), Counters: map[string]int64{}}
+			for _, c := range r.Counters {
+				tg.Counters[c.Name] = c.Value
+			}
+			out.Targets[i] = tg
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Calls sums the calls of a method (by name) over targets whose name
+// starts with prefix ("ost", "mdt", or "" for all).
+func (s *Snapshot) Calls(prefix, method string) int64 {
+	var n int64
+	for _, t := range s.Targets {
+		if strings.HasPrefix(t.Name, prefix) {
+			for _, m := range t.Methods {
+				if m.Name == method {
+					n += m.Calls
+				}
+			}
+		}
+	}
+	return n
+}
+
+// Counter sums a named counter over targets whose name starts with prefix.
+func (s *Snapshot) Counter(prefix, name string) int64 {
+	var n int64
+	for _, t := range s.Targets {
+		if strings.HasPrefix(t.Name, prefix) {
+			n += t.Counters[name]
+		}
+	}
+	return n
+}
+
+// ClientCounter is a client counter, 0 when absent.
+func (s *Snapshot) ClientCounter(name string) int64 {
+	if s.Client == nil {
+		return 0
+	}
+	return s.Client.Counters[name]
+}
+
+// Sub returns s - old, counter by counter (gauges such as dirty_bytes are
+// kept as they are in s).
+func (s *Snapshot) Sub(old *Snapshot) *Snapshot {
+	out := &Snapshot{}
+	oldT := map[string]Target{}
+	for _, t := range old.Targets {
+		oldT[t.Name] = t
+	}
+	for _, t := range s.Targets {
+		o := oldT[t.Name]
+		out.Targets = append(out.Targets, Target{Name: t.Name, Methods: subMethods(t.Methods, o.Methods), Counters: subCounters(t.Counters, o.Counters)})
+	}
+	if s.Client != nil {
+		var oc Client
+		if old.Client != nil {
+			oc = *old.Client
+		}
+		out.Client = &Client{Methods: subMethods(s.Client.Methods, oc.Methods), Counters: subCounters(s.Client.Counters, oc.Counters)}
+	}
+	return out
+}
+
+var gauges = map[string]bool{"dirty_bytes": true, "dirty_bytes_peak": true, "max_dirty_bytes": true}
+
+func subCounters(a, b map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range a {
+		if gauges[k] {
+			out[k] = v
+		} else {
+			out[k] = v - b[k]
+		}
+	}
+	return out
+}
+
+func subMethods(a, b []Method) []Method {
+	old := map[string]Method{}
+	for _, m := range b {
+		old[m.Name] = m
+	}
+	var out []Method
+	for _, m := range a {
+		o := old[m.Name]
+		if d := (Method{Name: m.Name, Calls: m.Calls - o.Calls, BytesIn: m.BytesIn - o.BytesIn, BytesOut: m.BytesOut - o.BytesOut}); d.Calls != 0 {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Write prints s the way lctl get_param does: one line a counter.
+func (s *Snapshot) Write(w io.Writer) {
+	line := func(prefix string, ms []Method, cs map[string]int64) {
+		for _, m := range ms {
+			fmt.Fprintf(w, "%s.%s=%d samples [reqs] bulk_in=%d bulk_out=%d\n", prefix, m.Name, m.Calls, m.BytesIn, m.BytesOut)
+		}
+		keys := make([]string, 0, len(cs))
+		for k := range cs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "%s.%s=%d\n", prefix, k, cs[k])
+		}
+	}
+	if s.Client != nil {
+		line("llite.client", s.Client.Methods, s.Client.Counters)
+	}
+	for _, t := range s.Targets {
+		kind := "obdfilter"
+		if strings.HasPrefix(t.Name, "mdt") {
+			kind = "mdt"
+		}
+		line(kind+"."+t.Name, t.Methods, t.Counters)
+	}
+}
