@@ -149,3 +149,9 @@ func helperBinary(t *testing.T) string {
 	}
 	return helperPath
 }
+
+// startCluster starts 2 MDTs and 4 OSTs without mounting.
+func startCluster(t *testing.T) *testcluster.Cluster {
+	t.Helper()
+	return testcluster.Start(t, 2, 4)
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,6 +69,7 @@ type Client struct {
 
 	dirtyBytes atomic.Int64 // chunk buffers held by the write-back cache
 	raBytes    atomic.Int64 // chunks held by read-ahead
+	inflight   atomic.Int64 // chunk flushes in flight
 	memMu      sync.Mutex
 	memCond    *sync.Cond
 	semMu      sync.Mutex
@@ -226,6 +228,12 @@ func (c *Client) call(ctx context.Context, r *rpc.Client, call *rpc.Call, idempo
 func asErrno(err error) error {
 	if err == nil {
 		return nil
+	}
+	var oe *net.OpError // not net.Error: syscall.Errno is one of those
+	if errors.As(err, &oe) || errors.Is(err, rpc.ErrDisconnected) {
+		// An unreachable server is EIO to the program, whatever the socket
+		// said (ECONNREFUSED, ECONNRESET…).
+		return fmt.Errorf("%v: %w", err, syscall.EIO)
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {

@@ -175,13 +175,7 @@ func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error
 	c.waitForMemory(int64(total) + st.wb.size)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for st.wb.held > c.opts.MaxDirtyPerFile {
-		c.flushPartial(st, c.opts.MaxDirtyPerFile/2, 0)
-		if len(st.wb.flushing) == 0 {
-			break
-		}
-		st.wb.done.Wait()
-	}
+	c.waitForFileMemory(st)
 	c.bufferWrite(st, off, iovs, total)
 	st.size = max(st.size, uint64(off)+uint64(total))
 	st.mtime = nowNs()

@@ -262,6 +262,7 @@ func (c *Client) Setxattr(ctx context.Context, fid proto.FID, name string, value
 		return err
 	}
 	st.layout = r.Attr.Layout
+	st.initWriteback() // chunks follow the new stripe size; none holds data yet
 	return nil
 }
 

@@ -23,52 +23,82 @@ type raChunk struct {
 
 // readahead is a file's read-ahead state; guarded by inodeState.mu.
 type readahead struct {
-	next   int64 // where a sequential reader reads next
+	next   int64 // end of the furthest read so far
+	seq    int   // reads in a row near next
 	window int64 // chunks to keep ahead; 0 when not sequential
 	chunks map[int64]*raChunk
 }
 
+// raMinRun is how many reads in a row must follow one another before the
+// client reads ahead: the kernel splits one large read into adjacent
+// requests, which alone prove nothing.
+const raMinRun = 3
+
 // noteRead updates the pattern and starts fetches; it returns the chunks
-// already fetched or on their way that cover [off, off+n). st.mu is held.
+// already fetched or on their way that cover [off, off+n). The kernel
+// sends a sequential reader's requests in parallel and they arrive out of
+// order, so "near next" allows a window of slack either way. st.mu is held.
 func (c *Client) noteRead(st *inodeState, off int64, n int) map[int64]*raChunk {
 	ra, size := &st.ra, st.wb.size
 	maxWindow := c.opts.ReadAhead / size
 	if maxWindow <= 0 {
 		return nil
 	}
-	if off == ra.next || (ra.window > 0 && off > ra.next-size && off <= ra.next) {
-		ra.window = min(max(ra.window*2, 2), maxWindow)
+	slack := max(ra.window, 1) * size
+	if ra.seq > 0 && off >= ra.next-slack && off <= ra.next+slack {
+		ra.seq++
 	} else {
-		ra.window = 0
-		c.dropReadahead(st, 0)
+		ra.seq, ra.window = 1, 0
+		c.dropFetched(st)
 	}
-	ra.next = off + int64(n)
-	if ra.window == 0 {
-		return nil
+	end := off + int64(n)
+	if end > ra.next {
+		if ra.seq >= raMinRun && (end-1)/size > (ra.next-1)/size {
+			ra.window = min(max(ra.window*2, 1), maxWindow) // grows once per chunk crossed
+		}
+		ra.next = end
 	}
-	first, last := off/size, (off+int64(n)-1)/size
-	for idx := range ra.chunks { // behind the reader: no longer needed
-		if idx < first {
-			c.releaseRA(st, idx)
+	first, last := off/size, (end-1)/size
+	if ra.window > 0 {
+		for idx := range ra.chunks { // well behind the reader: done with
+			if idx < first-1 {
+				c.releaseRA(st, idx)
+			}
+		}
+		stop := min(last+ra.window, (int64(st.size)-1)/size)
+		for idx := first; idx <= stop; idx++ {
+			if ra.chunks[idx] != nil || st.wb.dirty[idx] != nil || st.wb.flushing[idx] != nil {
+				continue
+			}
+			if c.raBytes.Load()+size > c.opts.MaxReadAheadTotal {
+				break
+			}
+			c.fetchChunk(st, idx)
 		}
 	}
-	end := min(last+ra.window, (int64(st.size)-1)/size)
-	for idx := first; idx <= end; idx++ {
-		if ra.chunks[idx] != nil || st.wb.dirty[idx] != nil || st.wb.flushing[idx] != nil {
-			continue
-		}
-		if c.raBytes.Load()+size > c.opts.MaxReadAheadTotal {
-			break
-		}
-		c.fetchChunk(st, idx)
-	}
-	out := map[int64]*raChunk{}
+	var out map[int64]*raChunk
 	for idx := first; idx <= last; idx++ {
 		if ch := ra.chunks[idx]; ch != nil {
+			if out == nil {
+				out = map[int64]*raChunk{}
+			}
 			out[idx] = ch
 		}
 	}
 	return out
+}
+
+// dropFetched forgets chunks whose fetch has finished; those still on
+// their way stay, so their RPC is not wasted if the reader comes back.
+// st.mu is held.
+func (c *Client) dropFetched(st *inodeState) {
+	for idx, ch := range st.ra.chunks {
+		select {
+		case <-ch.ready:
+			c.releaseRA(st, idx)
+		default:
+		}
+	}
 }
 
 // fetchChunk starts reading chunk idx in the background. st.mu is held.

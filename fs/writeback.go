@@ -124,6 +124,7 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 	}
 	delete(wb.dirty, ch.idx)
 	wb.flushing[ch.idx] = ch
+	c.inflight.Add(1)
 	c.counters.flushes.Add(1)
 	if ch.dirty.Covers(0, wb.size) {
 		c.counters.fullFlushes.Add(1)
@@ -135,6 +136,7 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 		err := c.sendChunk(st.fid, lay, wb.size, ch)
 		st.mu.Lock()
 		defer st.mu.Unlock()
+		c.inflight.Add(-1)
 		delete(wb.flushing, ch.idx)
 		if err != nil {
 			if wb.err == nil {
@@ -146,7 +148,7 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 			c.dirtyBytes.Add(-wb.size)
 			putBuf(ch.buf)
 		}
-		if next := wb.dirty[ch.idx]; next != nil && (next.dirty.Covers(0, wb.size) || st.flushAll > 0) {
+		if next := wb.dirty[ch.idx]; next != nil && err == nil && (next.dirty.Covers(0, wb.size) || st.flushAll > 0) {
 			c.startFlush(st, next)
 		}
 		wb.done.Broadcast()
@@ -196,21 +198,21 @@ func (c *Client) sendChunk(fid proto.FID, lay proto.Layout, size int64, ch *chun
 }
 
 // flushAll sends every dirty chunk and waits for all of them; it returns
-// (and clears) the first flush error since the last report.
+// (and clears) the first flush error since the last report. After an error
+// it stops starting flushes: the failed data stays cached for the next
+// call to retry.
 func (c *Client) flushAll(st *inodeState) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.flushAll++
 	defer func() { st.flushAll-- }()
 	wb := &st.wb
-	for len(wb.dirty) > 0 || len(wb.flushing) > 0 {
+	for wb.err == nil && (len(wb.dirty) > 0 || len(wb.flushing) > 0) {
 		for _, ch := range wb.dirty {
 			c.startFlush(st, ch)
 		}
 		if len(wb.flushing) > 0 {
 			wb.done.Wait()
-		} else if len(wb.dirty) > 0 && wb.err != nil {
-			break // flushes fail: report instead of spinning
 		}
 	}
 	err := wb.err
@@ -287,7 +289,9 @@ func (ch *chunk) pending(size, off int64, n int) []pendingBytes {
 }
 
 // waitForMemory blocks a writer while the mount holds more dirty data than
-// its bound, pushing every open file's partial chunks out meanwhile.
+// its bound. Data already on its way frees memory by itself; only when
+// nothing is in flight are partial chunks pushed out, so a chunk still
+// being filled is not split needlessly.
 func (c *Client) waitForMemory(need int64) {
 	if c.dirtyBytes.Load()+need <= c.opts.MaxDirty {
 		return
@@ -296,17 +300,34 @@ func (c *Client) waitForMemory(need int64) {
 	c.memMu.Lock()
 	defer c.memMu.Unlock()
 	for c.dirtyBytes.Load()+need > c.opts.MaxDirty {
-		c.memMu.Unlock()
-		for _, st := range c.openFiles() {
-			st.mu.Lock()
-			c.flushPartial(st, 0, 0)
-			st.mu.Unlock()
-		}
-		c.memMu.Lock()
-		if c.dirtyBytes.Load()+need <= c.opts.MaxDirty {
-			return
+		if c.inflight.Load() == 0 {
+			c.memMu.Unlock()
+			for _, st := range c.openFiles() {
+				st.mu.Lock()
+				c.flushPartial(st, 0, 0)
+				st.mu.Unlock()
+			}
+			c.memMu.Lock()
+			if c.inflight.Load() == 0 {
+				return // nothing could be sent: let the writer through
+			}
+			continue
 		}
 		c.memCond.Wait()
+	}
+}
+
+// waitForFileMemory is waitForMemory for one file's bound. st.mu is held.
+func (c *Client) waitForFileMemory(st *inodeState) {
+	wb := &st.wb
+	for wb.held > c.opts.MaxDirtyPerFile {
+		if len(wb.flushing) == 0 {
+			c.flushPartial(st, c.opts.MaxDirtyPerFile/2, 0)
+			if len(wb.flushing) == 0 {
+				return
+			}
+		}
+		wb.done.Wait()
 	}
 }
 

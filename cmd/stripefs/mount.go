@@ -25,7 +25,8 @@ const readyPrefix = "stripefs: mounted "
 // clientFlags are the client cache tunables shared by mount and up.
 type clientFlags struct {
 	maxDirtyMB, maxDirtyFileMB, rpcsInFlight int
-	dirtyExpire                              time.Duration
+	dirtyExpire, retryFor                    time.Duration
+	readaheadMB                              int
 }
 
 func (cf *clientFlags) add(f *pflag.FlagSet) {
@@ -33,11 +34,21 @@ func (cf *clientFlags) add(f *pflag.FlagSet) {
 	f.IntVar(&cf.maxDirtyFileMB, "max-dirty-file-mb", fs.DefaultMaxDirtyPerFile>>20, "bound on unflushed write data of one file (MiB)")
 	f.IntVar(&cf.rpcsInFlight, "rpcs-in-flight", fs.DefaultRPCsInFlight, "RPCs in flight to each OST")
 	f.DurationVar(&cf.dirtyExpire, "dirty-expire", fs.DefaultDirtyExpire, "how long a partly written stripe unit may wait before it is sent")
+	f.DurationVar(&cf.retryFor, "retry-for", time.Minute, "how long to wait for an unreachable server before failing with EIO")
+	f.IntVar(&cf.readaheadMB, "readahead-mb", fs.DefaultReadAhead>>20, "read-ahead window of one sequential reader (MiB; 0 disables)")
 }
 
 func (cf *clientFlags) options(mgs, name string) fs.Options {
 	return fs.Options{MGS: mgs, Name: name, MaxDirty: int64(cf.maxDirtyMB) << 20, MaxDirtyPerFile: int64(cf.maxDirtyFileMB) << 20,
-		RPCsInFlight: cf.rpcsInFlight, DirtyExpire: cf.dirtyExpire}
+		RPCsInFlight: cf.rpcsInFlight, DirtyExpire: cf.dirtyExpire, RetryFor: cf.retryFor, ReadAhead: readahead(cf.readaheadMB)}
+}
+
+// readahead converts the flag: 0 means off, which fs.Options spells -1.
+func readahead(mb int) int64 {
+	if mb <= 0 {
+		return -1
+	}
+	return int64(mb) << 20
 }
 
 func mountCmd() *cobra.Command {

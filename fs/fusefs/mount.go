@@ -85,6 +85,9 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		// that from here saves an MDT round trip per write. The cost: file
 		// capabilities and POSIX ACLs cannot be set on stripefs.
 		IgnoreSecurityLabels: true,
+		// Read replies are in memory already: splicing them only adds a
+		// pipe that a 1 MiB reply does not fit.
+		DisableSplice: true,
 	}
 	if mo.FsName == "" {
 		mo.FsName = "stripefs"

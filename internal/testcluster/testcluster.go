@@ -96,6 +96,13 @@ var mountedRE = regexp.MustCompile(`stripefs: mounted (\S+)`)
 // MountFS mounts the cluster at a new directory with extra -o options.
 func (c *Cluster) MountFS(opts ...string) string {
 	c.t.Helper()
+	return c.MountWith(nil, opts...)
+}
+
+// MountWith mounts with extra command-line flags (--max-dirty-mb…) and -o
+// options.
+func (c *Cluster) MountWith(flags []string, opts ...string) string {
+	c.t.Helper()
 	if c.MNT == "" {
 		c.MNT = filepath.Join(c.Dir, "mnt")
 		if err := os.MkdirAll(c.MNT, 0o755); err != nil {
@@ -106,7 +113,8 @@ func (c *Cluster) MountFS(opts ...string) string {
 		_ = os.Chmod(filepath.Dir(c.Dir), 0o755)
 	}
 	o := strings.Join(append([]string{"allow_other"}, opts...), ",")
-	c.Mount = c.start("mount", []string{"mount", "--mgs", c.MGS, "-o", o, c.MNT}, mountedRE)
+	args := append(append([]string{"mount", "--mgs", c.MGS, "-o", o}, flags...), c.MNT)
+	c.Mount = c.start("mount", args, mountedRE)
 	return c.MNT
 }
 

@@ -1,0 +1,283 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stripefs/stripefs/stats"
+)
+
+func snapshot(t *testing.T, mnt string) *stats.Snapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := stats.FromMount(ctx, mnt)
+	must(t, err)
+	return s
+}
+
+// nfsIovecs is the vector nfsd hands over for one MiB: the RPC header
+// shares the first page, so a partial head, 255 pages and a partial tail.
+func nfsIovecs(data []byte) [][]byte {
+	head, tail := 3500, 596
+	iovs := [][]byte{data[:head]}
+	for off := head; off < len(data)-tail; off += 4096 {
+		iovs = append(iovs, data[off:off+4096])
+	}
+	return append(iovs, data[len(data)-tail:])
+}
+
+// TestNFSPatternCoalesced writes N MiB as O_DIRECT pwritev calls of
+// [3500-byte head, 255 pages, 596-byte tail]. The kernel hands each MiB to
+// the daemon in two unaligned pieces; the client must still send whole
+// 1 MiB stripe units: at most N write RPCs, each a whole unit, and no
+// read at all.
+func TestNFSPatternCoalesced(t *testing.T) {
+	_, mnt := mount(t)
+	dir := filepath.Join(mnt, "nfs")
+	must(t, os.Mkdir(dir, 0o755))
+	must(t, unix.Setxattr(dir, "lustre.lov", []byte("stripe_count=4 stripe_size=1048576"), 0))
+	const mib = 1 << 20
+	const n = 32
+	path := filepath.Join(dir, "f")
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_WRONLY|unix.O_DIRECT, 0o644)
+	must(t, err)
+	want := make([]byte, n*mib)
+	pattern(want, 0, 3)
+	before := snapshot(t, mnt)
+	for k := 0; k < n; k++ {
+		buf := alignedBuf(mib)
+		copy(buf, want[k*mib:(k+1)*mib])
+		w, err := unix.Pwritev(fd, nfsIovecs(buf), int64(k*mib))
+		if err != nil || w != mib {
+			t.Fatalf("pwritev %d: %d %v", k, w, err)
+		}
+	}
+	must(t, unix.Fsync(fd))
+	must(t, unix.Close(fd))
+	d := snapshot(t, mnt).Sub(before)
+	writes, reads := d.Calls("ost", "ost_write"), d.Calls("ost", "ost_read")
+	var bytesIn int64
+	for _, tg := range d.Targets {
+		for _, m := range tg.Methods {
+			if m.Name == "ost_write" {
+				bytesIn += m.BytesIn
+			}
+		}
+	}
+	t.Logf("%d MiB in the NFS pattern: %d OST write RPCs carrying %d bytes, %d OST read RPCs", n, writes, bytesIn, reads)
+	if reads != 0 {
+		t.Errorf("a pure write workload made %d OST read RPCs", reads)
+	}
+	if writes > n || bytesIn != n*mib || writes == 0 || bytesIn/writes != mib {
+		t.Errorf("%d write RPCs for %d MiB (%d bytes): want at most %d, each a whole 1 MiB unit", writes, n, bytesIn, n)
+	}
+	if got := readFile(t, path); !bytes.Equal(got, want) {
+		t.Fatal("file written in the NFS pattern reads back differently")
+	}
+}
+
+// TestWriteMixes runs several write workloads and checks each reads back
+// byte-exact, with no OST read during the writes.
+func TestWriteMixes(t *testing.T) {
+	_, mnt := mount(t)
+	dir := filepath.Join(mnt, "mix")
+	must(t, os.Mkdir(dir, 0o755))
+	must(t, unix.Setxattr(dir, "lustre.lov", []byte("stripe_count=3 stripe_size=131072"), 0))
+	const size = 6 << 20
+	workloads := map[string]func(fd int, model []byte, rng *rand.Rand){
+		"random unaligned": func(fd int, model []byte, rng *rand.Rand) {
+			for i := 0; i < 400; i++ {
+				off, n := rng.Intn(size-70000), 1+rng.Intn(70000)
+				b := make([]byte, n)
+				rng.Read(b)
+				if _, err := unix.Pwrite(fd, b, int64(off)); err != nil {
+					t.Fatal(err)
+				}
+				copy(model[off:], b)
+			}
+		},
+		"overlapping": func(fd int, model []byte, rng *rand.Rand) {
+			for i := 0; i < 300; i++ {
+				off := (i * 4093) % (size - 300000)
+				b := bytes.Repeat([]byte{byte(i)}, 300000-i*7)
+				unix.Pwrite(fd, b, int64(off))
+				copy(model[off:], b)
+			}
+		},
+		"O_DIRECT and buffered": func(fd int, model []byte, rng *rand.Rand) {
+			path := filepath.Join(dir, "odirect-shared")
+			dfd, err := unix.Open(path, unix.O_WRONLY|unix.O_DIRECT, 0)
+			must(t, err)
+			defer unix.Close(dfd)
+			for i := 0; i < 200; i++ {
+				if i%2 == 0 {
+					off := rng.Intn(size/4096-64) * 4096
+					b := alignedBuf(4096 * (1 + rng.Intn(63)))
+					rng.Read(b)
+					if _, err := unix.Pwrite(dfd, b, int64(off)); err != nil {
+						t.Fatal(err)
+					}
+					copy(model[off:], b)
+				} else {
+					off, n := rng.Intn(size-9000), 1+rng.Intn(9000)
+					b := make([]byte, n)
+					rng.Read(b)
+					unix.Pwrite(fd, b, int64(off))
+					copy(model[off:], b)
+				}
+			}
+		},
+	}
+	for name, w := range workloads {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, "f")
+			if name == "O_DIRECT and buffered" {
+				path = filepath.Join(dir, "odirect-shared")
+			}
+			fd, err := unix.Open(path, unix.O_CREAT|unix.O_RDWR|unix.O_TRUNC, 0o644)
+			must(t, err)
+			model := make([]byte, size)
+			must(t, unix.Ftruncate(fd, size))
+			before := snapshot(t, mnt)
+			w(fd, model, rand.New(rand.NewSource(int64(len(name)))))
+			must(t, unix.Fsync(fd))
+			d := snapshot(t, mnt).Sub(before)
+			if r := d.Calls("ost", "ost_read"); r != 0 {
+				t.Errorf("%d OST read RPCs during a pure write workload", r)
+			}
+			unix.Fadvise(fd, 0, 0, unix.FADV_DONTNEED)
+			must(t, unix.Close(fd))
+			if got := readFile(t, path); !bytes.Equal(got, model) {
+				t.Fatalf("read back differs from what was written")
+			}
+		})
+	}
+}
+
+// TestWritesRacingTruncate runs writers against a truncating goroutine;
+// afterwards the file must read back as the sequence the last writes left
+// (checked against reads of the file through a second handle), with no
+// byte from before a truncate reappearing beyond the size.
+func TestWritesRacingTruncate(t *testing.T) {
+	_, mnt := mount(t)
+	path := filepath.Join(mnt, "race")
+	f, err := os.Create(path)
+	must(t, err)
+	defer f.Close()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		b := bytes.Repeat([]byte{0xaa}, 200000)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			f.WriteAt(b, int64(i%7)*150000)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 100; i++ {
+			f.Truncate(int64(i%5) * 100000)
+		}
+		close(stop)
+	}()
+	wg.Wait()
+	must(t, f.Truncate(250000))
+	must(t, f.Sync())
+	got := readFile(t, path)
+	if len(got) != 250000 {
+		t.Fatalf("size %d after final truncate", len(got))
+	}
+	for i, c := range got {
+		if c != 0 && c != 0xaa {
+			t.Fatalf("byte %d is %#x: neither written nor zero", i, c)
+		}
+	}
+	must(t, f.Truncate(100))
+	must(t, f.Truncate(300000))
+	got = readFile(t, path)
+	if !bytes.Equal(got[100:], make([]byte, 300000-100)) {
+		t.Fatal("data cut by truncate reappeared after extending the file again")
+	}
+}
+
+// TestDirtyMemoryBound writes a file four times the mount's dirty bound in
+// a pattern that never completes a stripe unit (three quarters of each
+// MiB), so nothing leaves the cache on its own: only the bound pushes data
+// out. The client must never hold more than the bound.
+func TestDirtyMemoryBound(t *testing.T) {
+	c := startCluster(t)
+	mnt := c.MountWith([]string{"--max-dirty-mb", "16", "--max-dirty-file-mb", "16", "--dirty-expire", "1h"})
+	path := filepath.Join(mnt, "big")
+	f, err := os.Create(path)
+	must(t, err)
+	const mib, part = 1 << 20, 3 << 18
+	buf := make([]byte, part)
+	for off := 0; off < 64*mib; off += mib {
+		pattern(buf, int64(off), 1)
+		_, err := f.WriteAt(buf, int64(off))
+		must(t, err)
+	}
+	s := snapshot(t, mnt)
+	peak, bound := s.ClientCounter("dirty_bytes_peak"), s.ClientCounter("max_dirty_bytes")
+	t.Logf("dirty peak %d bytes, bound %d, waits for memory %d", peak, bound, s.ClientCounter("dirty_memory_waits"))
+	if bound != 16*mib || peak > bound || peak < bound/2 {
+		t.Fatalf("dirty peak %d, bound %d: want the cache used but never above the bound", peak, bound)
+	}
+	must(t, f.Close())
+	got := readFile(t, path)
+	want := make([]byte, mib)
+	for off := 0; off < 64*mib; off += mib {
+		pattern(want[:part], int64(off), 1)
+		end := min(off+mib, len(got))
+		if !bytes.Equal(got[off:end], want[:end-off]) {
+			t.Fatalf("data differs in the MiB at %d", off)
+		}
+	}
+}
+
+// TestFailedFlushReported kills the OST a file lives on: the write is
+// accepted into the cache, fsync reports EIO, and once the OST is back the
+// data acknowledged by the earlier fsync is intact and a new fsync
+// succeeds with the rest.
+func TestFailedFlushReported(t *testing.T) {
+	c := startCluster(t)
+	mnt := c.MountWith([]string{"--retry-for", "2s"})
+	path := filepath.Join(mnt, "f")
+	must(t, os.WriteFile(path, nil, 0o644))
+	must(t, unix.Setxattr(path, "lustre.lov", []byte("stripe_count=1 stripe_offset=2"), 0))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	first := bytes.Repeat([]byte("A"), 3<<20)
+	_, err = f.Write(first)
+	must(t, err)
+	must(t, f.Sync())
+	c.Kill9(c.OSTs[2])
+	second := bytes.Repeat([]byte("B"), 1<<20+5)
+	if _, err := f.Write(second); err != nil {
+		t.Fatalf("a write into the cache failed: %v", err)
+	}
+	wantErrno(t, "fsync with the OST down", f.Sync(), syscall.EIO)
+	c.Restart(c.OSTs[2])
+	must(t, f.Sync()) // the kept data goes out now
+	got := readFile(t, path)
+	if !bytes.Equal(got, append(first, second...)) {
+		t.Fatalf("after the OST came back the file holds %d bytes, not the %d written", len(got), len(first)+len(second))
+	}
+}
