@@ -3,11 +3,16 @@ package rpc
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,6 +36,14 @@ type Call struct {
 	Resp    any      // decoded reply message, or nil
 	BulkIn  []byte   // reply data is read straight into this buffer
 	NBulkIn int      // bytes of BulkIn filled
+	// XID is given on the first Do and kept: doing the same Call again
+	// after ErrDisconnected is a resend the server can recognise.
+	XID uint64
+	// Replay marks a change the client must keep until the server commits
+	// it, and replay if the server restarts first (Client.Replay on).
+	Replay bool
+
+	transno, committed uint64 // from the reply header
 
 	done chan struct{}
 	err  error
@@ -39,8 +52,12 @@ type Call struct {
 // Client is a connection to one server that redials when the connection
 // is lost. It is safe for concurrent use; calls share one connection.
 type Client struct {
-	Addr  string
-	Name  string // our name, sent in the hello
+	Addr string
+	Name string // our name, sent in the hello
+	// UUID names this client instance to servers (reply reconstruction
+	// after a resend is keyed by it). Clients that share it share XIDs.
+	UUID  string
+	xids  *atomic.Uint64
 	Stats *Stats
 	// DialTimeout bounds each connection attempt.
 	DialTimeout time.Duration
@@ -52,11 +69,30 @@ type Client struct {
 	conn *clientConn
 	dial chan struct{} // closed when an in-progress dial ends
 	shut bool
+
+	// Replay keeps every Call marked Replay until the server reports it
+	// committed, and sends the kept ones again, in transno order, when it
+	// reconnects to a restarted server (Lustre's client replay).
+	Replay    bool
+	replayMu  sync.Mutex
+	kept      []keptCall
+	committed uint64
+	boot      string // the server start we last talked to
+	// Replayed counts changes sent again after a server restart.
+	Replayed atomic.Int64
+}
+
+// keptCall is a change the server has not yet committed.
+type keptCall struct {
+	transno uint64
+	method  uint16
+	msg     []byte
+	xid     uint64
 }
 
 // NewClient returns a client for addr; it connects on first use.
 func NewClient(addr, name string) *Client {
-	return &Client{Addr: addr, Name: name, Stats: NewStats(), DialTimeout: 5 * time.Second, RetryFor: 60 * time.Second}
+	return &Client{Addr: addr, Name: name, UUID: NewUUID(), xids: new(atomic.Uint64), Stats: NewStats(), DialTimeout: 5 * time.Second, RetryFor: 60 * time.Second}
 }
 
 type clientConn struct {
@@ -103,6 +139,20 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 		}
 		backoff = min(backoff*2, time.Second)
 	}
+}
+
+// ShareIdentity makes c send other's UUID and draw XIDs from the same
+// counter, so that one client instance talking to a server through several
+// connections is one caller to it.
+func (c *Client) ShareIdentity(other *Client) {
+	c.UUID, c.xids = other.UUID, other.xids
+}
+
+// NewUUID returns a random identifier.
+func NewUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Invoke is the typed form of Do for calls without bulk data.
@@ -172,7 +222,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	msg := wire.Marshal(nil, &hello{Version: Version, Name: c.Name})
+	msg := wire.Marshal(nil, &hello{Version: Version, Name: c.Name, UUID: c.UUID})
 	var wmu sync.Mutex
 	if err := writeFrame(&wmu, nc, Header{Kind: KindHello, MsgLen: uint32(len(msg))}, msg, nil); err != nil {
 		nc.Close()
@@ -203,15 +253,73 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("hello refused: %s", we.Text)
 	}
+	var sh hello
+	if err := wire.Unmarshal(body, &sh); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("hello: %w", err)
+	}
 	_ = nc.SetDeadline(time.Time{})
 	cc := &clientConn{c: nc, pending: map[uint64]*Call{}}
 	go cc.readLoop(r)
+	if c.Replay {
+		c.replayTo(ctx, cc, sh.Boot)
+	}
 	return cc, nil
+}
+
+// replayTo sends the kept changes again if the server restarted since we
+// last talked to it, before the connection is used for anything else. The
+// server skips those it still has (it knows their XIDs).
+func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) {
+	c.replayMu.Lock()
+	restarted := c.boot != "" && c.boot != boot
+	c.boot = boot
+	var todo []keptCall
+	if restarted {
+		todo = append(todo, c.kept...)
+		c.kept = c.kept[:0]
+		c.committed = 0 // a new start: its transnos are its own
+	}
+	c.replayMu.Unlock()
+	for _, k := range todo {
+		call := &Call{Method: k.method, Req: RawMsg(k.msg), XID: k.xid, Replay: true}
+		if err := c.do(ctx, cc, call); err != nil {
+			log.Printf("rpc: replay of method %d (xid %d) to %s: %v", k.method, k.xid, c.Addr, err)
+			continue
+		}
+		c.Replayed.Add(1)
+	}
+}
+
+// keep records a reply's transno and drops what the server committed.
+func (c *Client) keep(call *Call, msg []byte) {
+	c.replayMu.Lock()
+	defer c.replayMu.Unlock()
+	if call.committed > c.committed {
+		c.committed = call.committed
+		i := 0
+		for i < len(c.kept) && c.kept[i].transno <= c.committed {
+			i++
+		}
+		c.kept = c.kept[i:]
+	}
+	if !call.Replay || call.transno == 0 || call.transno <= c.committed {
+		return
+	}
+	k := keptCall{transno: call.transno, method: call.Method, msg: msg, xid: call.XID}
+	i := sort.Search(len(c.kept), func(i int) bool { return c.kept[i].transno > k.transno })
+	c.kept = append(c.kept, keptCall{})
+	copy(c.kept[i+1:], c.kept[i:])
+	c.kept[i] = k
 }
 
 func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 	var msg []byte
-	if call.Req != nil {
+	switch r := call.Req.(type) {
+	case nil:
+	case RawMsg:
+		msg = r
+	default:
 		msg = wire.Marshal(nil, call.Req)
 	}
 	n := 0
@@ -221,7 +329,10 @@ func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 	if len(msg) > MaxMsg || n > MaxBulk {
 		return fmt.Errorf("rpc: request too large (%d+%d bytes)", len(msg), n)
 	}
-	h := Header{Kind: KindRequest, Method: call.Method, MsgLen: uint32(len(msg)), BulkLen: uint32(n)}
+	if call.XID == 0 {
+		call.XID = c.xids.Add(1)
+	}
+	h := Header{Kind: KindRequest, Method: call.Method, MsgLen: uint32(len(msg)), BulkLen: uint32(n), XID: call.XID}
 	if dl, ok := ctx.Deadline(); ok {
 		ms := time.Until(dl).Milliseconds()
 		if ms <= 0 {
@@ -267,6 +378,9 @@ func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 	}
 	if call.err == nil {
 		c.Stats.reply(call.Method, int64(call.NBulkIn))
+	}
+	if c.Replay && (call.err == nil || call.committed > 0) {
+		c.keep(call, msg)
 	}
 	return call.err
 }
@@ -355,6 +469,7 @@ func (cc *clientConn) readReply(r *bufio.Reader, h Header, call *Call) error {
 	if call == nil {
 		return nil
 	}
+	call.transno, call.committed = h.Transno, h.Committed
 	switch {
 	case h.Status > 0:
 		call.err = syscall.Errno(h.Status)

@@ -19,9 +19,9 @@ const (
 	Magic uint32 = 0x53465331 // "SFS1"
 	// Version is the protocol version exchanged at connect. Bump it when a
 	// message layout changes.
-	Version uint32 = 1
+	Version uint32 = 2
 
-	HeaderSize = 32
+	HeaderSize = 56
 	// MaxMsg bounds the message part of a frame.
 	MaxMsg = 8 << 20
 	// MaxBulk bounds the bulk part of a frame (one RPC's file data).
@@ -50,6 +50,16 @@ type Header struct {
 	MsgLen    uint32 // bytes of wire-encoded message that follow
 	BulkLen   uint32 // bytes of bulk data after the message
 	TimeoutMs uint32 // requests: the caller's remaining deadline, 0 = none
+	// XID identifies a request across resends: the same client sends the
+	// same XID again when a connection broke before the reply came, so a
+	// server can tell a resend from a new request (Lustre's xid).
+	XID uint64
+	// Transno (replies) is the transaction number the server gave the
+	// change the request made, 0 when it changed nothing; Committed is the
+	// highest transno the server has made durable. A client keeps a change
+	// until it is committed and replays it if the server restarts first.
+	Transno   uint64
+	Committed uint64
 }
 
 // ErrBadFrame reports a header that breaks the protocol.
@@ -67,6 +77,9 @@ func (h *Header) Encode(b []byte) {
 	binary.LittleEndian.PutUint32(b[20:], h.MsgLen)
 	binary.LittleEndian.PutUint32(b[24:], h.BulkLen)
 	binary.LittleEndian.PutUint32(b[28:], h.TimeoutMs)
+	binary.LittleEndian.PutUint64(b[32:], h.XID)
+	binary.LittleEndian.PutUint64(b[40:], h.Transno)
+	binary.LittleEndian.PutUint64(b[48:], h.Committed)
 }
 
 // DecodeHeader parses and validates a header.
@@ -86,6 +99,9 @@ func DecodeHeader(b []byte) (Header, error) {
 	h.MsgLen = binary.LittleEndian.Uint32(b[20:])
 	h.BulkLen = binary.LittleEndian.Uint32(b[24:])
 	h.TimeoutMs = binary.LittleEndian.Uint32(b[28:])
+	h.XID = binary.LittleEndian.Uint64(b[32:])
+	h.Transno = binary.LittleEndian.Uint64(b[40:])
+	h.Committed = binary.LittleEndian.Uint64(b[48:])
 	if h.Kind < KindHello || h.Kind > KindReply {
 		return h, fmt.Errorf("%w: kind %d", ErrBadFrame, h.Kind)
 	}
@@ -98,8 +114,13 @@ func DecodeHeader(b []byte) (Header, error) {
 	return h, nil
 }
 
-// hello is the first frame each way: versions must match exactly.
+// hello is the first frame each way: versions must match exactly. UUID
+// names the client instance, stable across its reconnects.
 type hello struct {
 	Version uint32
 	Name    string
+	UUID    string
+	// Boot (server's hello) changes at every server start: a client that
+	// sees it change replays what the server had not committed.
+	Boot string
 }

@@ -23,6 +23,33 @@ type Request struct {
 	Msg    []byte
 	Bulk   []byte
 	Peer   string
+	Client string // the client's UUID from its hello
+	XID    uint64
+}
+
+type callerKey struct{}
+
+type transnoKey struct{}
+
+// SetTransno records the transno of the change a handler made; the reply
+// carries it so the client can replay the change if it is lost.
+func SetTransno(ctx context.Context, t uint64) {
+	if p, ok := ctx.Value(transnoKey{}).(*uint64); ok {
+		*p = t
+	}
+}
+
+// Caller is who sent a request: the client instance and the request's
+// XID, the same on every resend.
+type Caller struct {
+	Client string
+	XID    uint64
+}
+
+// CallerFrom returns the caller of the request a handler's ctx belongs to.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok && c.Client != "" && c.XID != 0
 }
 
 // Decode decodes the request message into v.
@@ -38,6 +65,9 @@ type Reply struct {
 	Done func()
 }
 
+// RawMsg is a reply message already encoded.
+type RawMsg []byte
+
 // Handler serves one method. An error that wraps a syscall.Errno reaches
 // the caller as that errno; any other error as its text.
 type Handler func(ctx context.Context, req *Request) (Reply, error)
@@ -51,6 +81,11 @@ type Server struct {
 	MaxInFlight int
 	// Counters, if set, adds the server's own counters to MethodStats.
 	Counters func() []Counter
+	// Committed, if set, reports the highest durable transno; it rides on
+	// every reply.
+	Committed func() uint64
+	// Boot identifies this start of the server.
+	Boot string
 
 	mu    sync.Mutex
 	lis   []net.Listener
@@ -61,7 +96,7 @@ type Server struct {
 
 // NewServer returns a server with no handlers.
 func NewServer(name string) *Server {
-	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}}
+	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}, Boot: NewUUID()}
 	s.handlers[MethodStats] = s.serveStats
 	return s
 }
@@ -72,6 +107,12 @@ func (s *Server) Handle(m uint16, h Handler) {
 		panic(fmt.Sprintf("rpc: method %d out of range", m))
 	}
 	s.handlers[m] = h
+}
+
+// Wrap replaces method m's handler with f(handler), e.g. to answer some
+// requests before the handler sees them.
+func (s *Server) Wrap(m uint16, f func(Handler) Handler) {
+	s.handlers[m] = f(s.handlers[m])
 }
 
 // Serve accepts connections on l until l is closed.
@@ -124,6 +165,7 @@ type serverConn struct {
 	c    net.Conn
 	wmu  sync.Mutex
 	peer string
+	uuid string // from the client's hello
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -162,7 +204,7 @@ func (s *Server) serveConn(c net.Conn) {
 		if _, err := io.ReadFull(r, body); err != nil {
 			return
 		}
-		req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], Peer: sc.peer}
+		req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], Peer: sc.peer, Client: sc.uuid, XID: h.XID}
 		s.Stats.request(h.Method, int64(h.BulkLen))
 		sem <- struct{}{}
 		inflight.Add(1)
@@ -193,15 +235,16 @@ func (sc *serverConn) handshake(r *bufio.Reader) error {
 	}
 	var hi hello
 	if err := wire.Unmarshal(msg, &hi); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+		return fmt.Errorf("handshake (a client of another protocol version?): %w", err)
 	}
+	sc.uuid = hi.UUID
 	reply := Header{Kind: KindHello}
 	var out []byte
 	if hi.Version != Version {
 		reply.Status = StatusError
 		out = wire.Marshal(nil, &wireError{Text: fmt.Sprintf("protocol version %d, server speaks %d", hi.Version, Version)})
 	} else {
-		out = wire.Marshal(nil, &hello{Version: Version, Name: sc.s.Name})
+		out = wire.Marshal(nil, &hello{Version: Version, Name: sc.s.Name, Boot: sc.s.Boot})
 	}
 	if err := sc.write(reply, out, nil); err != nil {
 		return err
@@ -215,6 +258,9 @@ func (sc *serverConn) handshake(r *bufio.Reader) error {
 type wireError struct{ Text string }
 
 func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
+	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID})
+	var transno uint64
+	ctx = context.WithValue(ctx, transnoKey{}, &transno)
 	if h.TimeoutMs > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(h.TimeoutMs)*time.Millisecond)
@@ -224,7 +270,10 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 	if reply.Done != nil {
 		defer reply.Done()
 	}
-	out := Header{Kind: KindReply, Method: h.Method, ReqID: h.ReqID}
+	out := Header{Kind: KindReply, Method: h.Method, ReqID: h.ReqID, Transno: transno}
+	if sc.s.Committed != nil {
+		out.Committed = sc.s.Committed()
+	}
 	var msg []byte
 	var bulk [][]byte
 	if err != nil {
@@ -236,7 +285,11 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 			msg = wire.Marshal(nil, &wireError{Text: err.Error()})
 		}
 	} else {
-		if reply.Msg != nil {
+		switch m := reply.Msg.(type) {
+		case nil:
+		case RawMsg:
+			msg = m
+		default:
 			msg = wire.Marshal(nil, reply.Msg)
 		}
 		bulk = reply.Bulk

@@ -5,14 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 )
 
-// Addresses are "host:port" for TCP or "inproc:NAME" for the in-process
-// transport, which carries the same frames over net.Pipe so tests exercise
-// the real protocol without sockets.
-const inprocPrefix = "inproc:"
+// Addresses are "host:port" for TCP, "unix:PATH" for a Unix socket (what
+// servers on the client's own host use: no TCP stack in the data path), or
+// "inproc:NAME" for the in-process transport, which carries the same
+// frames over net.Pipe so tests exercise the real protocol without sockets.
+const (
+	inprocPrefix = "inproc:"
+	unixPrefix   = "unix:"
+)
 
 var inproc = struct {
 	sync.Mutex
@@ -31,8 +36,30 @@ func Listen(addr string) (net.Listener, error) {
 		inproc.m[name] = l
 		return l, nil
 	}
+	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
+		_ = os.Remove(path) // a socket left by a process that died
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, err
+		}
+		return unixListener{l, path}, nil
+	}
 	return net.Listen("tcp", addr)
 }
+
+// unixListener reports its address with the "unix:" prefix so that what
+// it registers can be dialed again.
+type unixListener struct {
+	net.Listener
+	path string
+}
+
+func (l unixListener) Addr() net.Addr { return unixAddr(l.path) }
+
+type unixAddr string
+
+func (a unixAddr) Network() string { return "unix" }
+func (a unixAddr) String() string  { return unixPrefix + string(a) }
 
 // DialContext connects to addr.
 func DialContext(ctx context.Context, addr string) (net.Conn, error) {
@@ -54,6 +81,9 @@ func DialContext(ctx context.Context, addr string) (net.Conn, error) {
 		}
 	}
 	var d net.Dialer
+	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
+		return d.DialContext(ctx, "unix", path)
+	}
 	return d.DialContext(ctx, "tcp", addr)
 }
 
