@@ -1,0 +1,67 @@
+package fsck
+
+import (
+	"testing"
+
+	"github.com/stripefs/stripefs/proto"
+)
+
+func fid(oid uint32) proto.FID { return proto.FID{Seq: proto.MDTSeq(0, 2), Oid: oid} }
+
+func dir(f, parent proto.FID, nlink uint32) proto.ScanInode {
+	return proto.ScanInode{Attr: proto.Attr{FID: f, Mode: 0o040755, Nlink: nlink}, Parent: parent}
+}
+
+func file(f proto.FID, nlink uint32, osts ...uint32) proto.ScanInode {
+	return proto.ScanInode{Attr: proto.Attr{FID: f, Mode: 0o100644, Nlink: nlink, Layout: proto.Layout{StripeCount: uint32(len(osts)), OSTs: osts}}}
+}
+
+func ent(parent proto.FID, name string, f proto.FID, mode uint32) proto.ScanDirent {
+	return proto.ScanDirent{Parent: parent, Name: name, FID: f, Mode: mode}
+}
+
+func TestCheck(t *testing.T) {
+	root := proto.RootFID
+	good := func() *View {
+		return &View{
+			Inodes: []proto.ScanInode{dir(root, root, 3), dir(fid(1), root, 2), file(fid(2), 2, 0, 1)},
+			Dirents: []proto.ScanDirent{ent(root, "d", fid(1), 0o040000), ent(root, "f", fid(2), 0o100000),
+				ent(fid(1), "hard", fid(2), 0o100000)},
+			Objects: map[uint32][]proto.ObjID{0: {{FID: fid(2), Stripe: 0}}, 1: {{FID: fid(2), Stripe: 1}}},
+		}
+	}
+	tests := []struct {
+		name   string
+		break_ func(v *View)
+		kinds  []string
+	}{
+		{"consistent", func(v *View) {}, nil},
+		{"entry to a missing inode", func(v *View) { v.Dirents = append(v.Dirents, ent(root, "ghost", fid(9), 0o100000)) }, []string{Dangling}},
+		{"inode nobody names", func(v *View) { v.Inodes = append(v.Inodes, file(fid(7), 1)) }, []string{Orphan}},
+		{"open unlinked file is no orphan", func(v *View) {
+			n := file(fid(7), 0)
+			n.Open = true
+			v.Inodes = append(v.Inodes, n)
+		}, nil},
+		{"file nlink off", func(v *View) { v.Inodes[2].Attr.Nlink = 1 }, []string{WrongNlink}},
+		{"dir nlink off", func(v *View) { v.Inodes[0].Attr.Nlink = 2 }, []string{WrongNlink}},
+		{"object of no file", func(v *View) { v.Objects[3] = []proto.ObjID{{FID: fid(8)}} }, []string{OrphanObj}},
+		{"object on the wrong OST", func(v *View) { v.Objects[2] = []proto.ObjID{{FID: fid(2), Stripe: 0}} }, []string{OrphanObj}},
+		{"stripe past the layout", func(v *View) { v.Objects[0] = append(v.Objects[0], proto.ObjID{FID: fid(2), Stripe: 5}) }, []string{OrphanObj}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := good()
+			tc.break_(v)
+			got := Check(v)
+			if len(got) != len(tc.kinds) {
+				t.Fatalf("findings %v, want kinds %v", got, tc.kinds)
+			}
+			for i := range got {
+				if got[i].Kind != tc.kinds[i] {
+					t.Fatalf("finding %d is %s, want %s", i, got[i], tc.kinds[i])
+				}
+			}
+		})
+	}
+}

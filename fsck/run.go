@@ -1,0 +1,193 @@
+package fsck
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+
+	"errors"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Gather reads every MDT's inodes and entries and every OST's objects.
+func Gather(ctx context.Context, mgs string) (*View, *proto.Config, error) {
+	mc := rpc.NewClient(mgs, "fsck")
+	defer mc.Close()
+	cfg, err := rpc.Invoke[proto.Config](ctx, mc, proto.GConfig, &proto.Empty{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("fsck: cluster map from %s: %w", mgs, err)
+	}
+	v := &View{Objects: map[uint32][]proto.ObjID{}}
+	for _, t := range cfg.MDTs {
+		c := rpc.NewClient(t.Addr, "fsck")
+		err := scanMDT(ctx, c, v)
+		c.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("fsck: mdt%d: %w", t.Index, err)
+		}
+	}
+	for _, t := range cfg.OSTs {
+		c := rpc.NewClient(t.Addr, "fsck")
+		var after proto.ObjID
+		for {
+			r, err := rpc.Invoke[proto.OListReply](ctx, c, proto.OList, &proto.OListReq{After: after, Max: 4096})
+			if err != nil {
+				c.Close()
+				return nil, nil, fmt.Errorf("fsck: ost%d: %w", t.Index, err)
+			}
+			v.Objects[t.Index] = append(v.Objects[t.Index], r.Objs...)
+			if r.EOF || len(r.Objs) == 0 {
+				break
+			}
+			after = r.Objs[len(r.Objs)-1]
+		}
+		c.Close()
+	}
+	return v, cfg, nil
+}
+
+func scanMDT(ctx context.Context, c *rpc.Client, v *View) error {
+	var after []byte
+	for {
+		r, err := rpc.Invoke[proto.ScanInodesReply](ctx, c, proto.MScanInodes, &proto.ScanReq{After: after, Max: 4096})
+		if err != nil {
+			return err
+		}
+		v.Inodes = append(v.Inodes, r.Inodes...)
+		if r.EOF {
+			break
+		}
+		after = r.Next
+	}
+	after = nil
+	for {
+		r, err := rpc.Invoke[proto.ScanDirentsReply](ctx, c, proto.MScanDirents, &proto.ScanReq{After: after, Max: 4096})
+		if err != nil {
+			return err
+		}
+		v.Dirents = append(v.Dirents, r.Dirents...)
+		if r.EOF {
+			break
+		}
+		after = r.Next
+	}
+	return nil
+}
+
+// Report is a run's outcome.
+type Report struct {
+	Inodes   int       `json:"inodes"`
+	Dirents  int       `json:"entries"`
+	Objects  int       `json:"objects"`
+	Findings []Finding `json:"findings"`
+	Repaired int       `json:"repaired"`
+}
+
+// Run checks the filesystem and, with repair, fixes what it found:
+// dangling entries are removed, orphan inodes linked into /lost+found,
+// link counts set to what the entries say, orphan objects destroyed. It
+// runs until a check finds nothing to repair (a repair can change link
+// counts) or three passes, and reports the first pass's findings.
+func Run(ctx context.Context, mgs string, repair bool) (*Report, error) {
+	var rep *Report
+	for pass := 0; pass < 3; pass++ {
+		v, cfg, err := Gather(ctx, mgs)
+		if err != nil {
+			return nil, err
+		}
+		found := Check(v)
+		if rep == nil {
+			rep = &Report{Inodes: len(v.Inodes), Dirents: len(v.Dirents), Findings: found}
+			for _, objs := range v.Objects {
+				rep.Objects += len(objs)
+			}
+		}
+		if !repair || len(found) == 0 {
+			return rep, nil
+		}
+		n, err := applyRepairs(ctx, cfg, found)
+		rep.Repaired += n
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+func applyRepairs(ctx context.Context, cfg *proto.Config, found []Finding) (int, error) {
+	clients := map[string]*rpc.Client{}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	client := func(addr string) *rpc.Client {
+		if clients[addr] == nil {
+			clients[addr] = rpc.NewClient(addr, "fsck")
+		}
+		return clients[addr]
+	}
+	mdt := func(idx int) (*rpc.Client, error) {
+		for _, t := range cfg.MDTs {
+			if int(t.Index) == idx {
+				return client(t.Addr), nil
+			}
+		}
+		return nil, fmt.Errorf("fsck: mdt%d not in the cluster map", idx)
+	}
+	fix := func(idx int, req *proto.FsckFixReq) error {
+		c, err := mdt(idx)
+		if err != nil {
+			return err
+		}
+		_, err = rpc.Invoke[proto.Empty](ctx, c, proto.MFsckFix, req)
+		return err
+	}
+	var lostFound proto.FID
+	ensureLost := func() error {
+		if !lostFound.IsZero() {
+			return nil
+		}
+		c, err := mdt(0)
+		if err != nil {
+			return err
+		}
+		a, err := rpc.Invoke[proto.AttrReply](ctx, c, proto.MLookup, &proto.LookupReq{Parent: proto.RootFID, Name: lostAndFound})
+		if errors.Is(err, syscall.ENOENT) {
+			a, err = rpc.Invoke[proto.AttrReply](ctx, c, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: lostAndFound, Mode: 0o700, MDT: 0})
+		}
+		if err != nil {
+			return fmt.Errorf("fsck: /lost+found: %w", err)
+		}
+		lostFound = a.Attr.FID
+		return nil
+	}
+	n := 0
+	for _, f := range found {
+		var err error
+		switch f.Kind {
+		case Dangling:
+			err = fix(f.Parent.MDT(), &proto.FsckFixReq{Action: proto.FixDropDirent, Parent: f.Parent, Name: f.Name})
+		case WrongNlink:
+			err = fix(f.FID.MDT(), &proto.FsckFixReq{Action: proto.FixSetNlink, FID: f.FID, Nlink: f.Want})
+		case Orphan:
+			if err = ensureLost(); err == nil {
+				err = fix(0, &proto.FsckFixReq{Action: proto.FixLinkLost, Parent: lostFound,
+					Name: fmt.Sprintf("#%x:%x:%x", f.FID.Seq, f.FID.Oid, f.FID.Ver), FID: f.FID, Mode: f.Mode})
+			}
+		case OrphanObj:
+			for _, t := range cfg.OSTs {
+				if t.Index == f.OST {
+					_, err = rpc.Invoke[proto.Empty](ctx, client(t.Addr), proto.ODestroy, &proto.ODestroyReq{Obj: f.Obj})
+				}
+			}
+		}
+		if err != nil {
+			return n, fmt.Errorf("fsck: repair %s: %w", f, err)
+		}
+		n++
+	}
+	return n, nil
+}

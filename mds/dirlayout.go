@@ -1,0 +1,120 @@
+package mds
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/stripefs/stripefs/proto"
+)
+
+// Directory placement through extended attributes, as lfs setdirstripe
+// and getdirstripe use them:
+//   - DirDefaultXattr on a directory: "mdt_index=-1 mdt_count=1" makes new
+//     subdirectories go round-robin over the MDTs (or to one MDT).
+//   - DirXattr (read-only): where a directory itself lives.
+//   - MkdirXattr, set on a parent: "name=NAME mdt_index=N [mode=0755]"
+//     creates NAME on MDT N (lfs mkdir -i). Like Lustre's default, this is
+//     an administrator's tool: the directory is owned by root.
+const (
+	DirDefaultXattr = "lustre.lmv.default"
+	DirXattr        = "lustre.lmv"
+	MkdirXattr      = "stripefs.mkdir"
+)
+
+// mkdirTarget picks the MDT of a new subdirectory of dir: the one asked
+// for, else dir's default, else dir's own MDT.
+func (m *MDT) mkdirTarget(ctx context.Context, dir *inode, asked int32) (uint32, error) {
+	self := uint32(m.cfg.Index)
+	idx := int32(-2)
+	switch {
+	case asked >= 0:
+		idx = asked
+	case dir.DefDir.Set:
+		idx = dir.DefDir.Index
+	default:
+		return self, nil
+	}
+	n := m.numMDTs(ctx)
+	if idx == -1 {
+		return uint32(m.rrDir.Add(1)-1) % uint32(max(n, 1)), nil
+	}
+	if idx < 0 || int(idx) >= n {
+		return 0, fmt.Errorf("mdt%d: mkdir on mdt%d: only %d MDTs: %w", m.cfg.Index, idx, n, syscall.EINVAL)
+	}
+	return uint32(idx), nil
+}
+
+func parseKV(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range strings.Fields(strings.TrimRight(s, "\x00")) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not key=value: %w", f, syscall.EINVAL)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// setDirDefault stores a directory's default placement. m.mu is held.
+func (m *MDT) setDirDefault(ctx context.Context, n *inode, value string) error {
+	if !n.isDir() {
+		return m.errorf("setdirstripe", n.Attr.FID.String(), syscall.ENOTDIR)
+	}
+	kv, err := parseKV(value)
+	if err != nil {
+		return err
+	}
+	d := DirLayout{Set: true, Index: -1, Count: 1}
+	for k, v := range kv {
+		x, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("mdt%d: setdirstripe: %s=%q: %w", m.cfg.Index, k, v, syscall.EINVAL)
+		}
+		switch k {
+		case "mdt_index":
+			if x < -1 || x >= m.numMDTs(context.Background()) {
+				return fmt.Errorf("mdt%d: setdirstripe: no mdt%d: %w", m.cfg.Index, x, syscall.EINVAL)
+			}
+			d.Index = int32(x)
+		case "mdt_count":
+			if x != 1 {
+				return fmt.Errorf("mdt%d: setdirstripe: striped directories (count %d) are not supported yet: %w", m.cfg.Index, x, syscall.EOPNOTSUPP)
+			}
+		default:
+			return fmt.Errorf("mdt%d: setdirstripe: unknown key %q: %w", m.cfg.Index, k, syscall.EINVAL)
+		}
+	}
+	n.DefDir = d
+	n.Attr.Ctime = now()
+	b := m.newBatch(ctx)
+	m.putInode(b, n)
+	return m.commit(b, false)
+}
+
+func (d DirLayout) String() string {
+	return fmt.Sprintf("mdt_index=%d mdt_count=%d", d.Index, max(d.Count, 1))
+}
+
+// mkdirXattr creates a subdirectory on a chosen MDT (lfs mkdir -i).
+func (m *MDT) mkdirXattr(ctx context.Context, parent proto.FID, value string) error {
+	kv, err := parseKV(value)
+	if err != nil {
+		return err
+	}
+	idx, err := strconv.Atoi(kv["mdt_index"])
+	if err != nil || kv["name"] == "" {
+		return fmt.Errorf("mdt%d: mkdir: want name=NAME mdt_index=N: %w", m.cfg.Index, syscall.EINVAL)
+	}
+	mode := uint64(0o755)
+	if v, ok := kv["mode"]; ok {
+		if mode, err = strconv.ParseUint(v, 8, 32); err != nil {
+			return fmt.Errorf("mdt%d: mkdir: mode %q: %w", m.cfg.Index, v, syscall.EINVAL)
+		}
+	}
+	_, err = m.mkdir(ctx, &proto.MkdirReq{Parent: parent, Name: kv["name"], Mode: uint32(mode), MDT: int32(idx)})
+	return err
+}

@@ -1,0 +1,825 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// The distributed namespace: directories on another MDT than their
+// parent's. The parent's MDT coordinates; see package dtx for the protocol
+// and why it needs no disk sync on the reply path. This file is its I/O.
+
+const (
+	pTxn       = 'T' // T opid → dtx.Record (this MDT's copy of the whole operation)
+	pWatermark = 'W' // W coord epoch → highest cancelled sequence
+)
+
+var keyEpoch = []byte("Mepoch")
+
+func txnKey(id dtx.OpID) []byte {
+	b := []byte{pTxn}
+	b = binary.BigEndian.AppendUint32(b, id.Coord)
+	b = binary.BigEndian.AppendUint32(b, id.Epoch)
+	return binary.BigEndian.AppendUint64(b, id.Seq)
+}
+
+func watermarkKey(coord, epoch uint32) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{pWatermark}, coord)
+	return binary.BigEndian.AppendUint32(b, epoch)
+}
+
+func toWire(id dtx.OpID) proto.TxnID {
+	return proto.TxnID{Coord: id.Coord, Epoch: id.Epoch, Seq: id.Seq}
+}
+func fromWire(id proto.TxnID) dtx.OpID {
+	return dtx.OpID{Coord: id.Coord, Epoch: id.Epoch, Seq: id.Seq}
+}
+
+// loadEpoch starts a new epoch: sequences of the previous run that never
+// reached the disk are then never reused.
+func (m *MDT) loadEpoch() error {
+	var e uint32
+	if v, closer, err := m.db.Get(keyEpoch); err == nil {
+		if len(v) == 4 {
+			e = binary.BigEndian.Uint32(v)
+		}
+		closer.Close()
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	m.epoch = e + 1
+	b := m.db.NewBatch()
+	b.Set(keyEpoch, binary.BigEndian.AppendUint32(nil, m.epoch), nil)
+	return b.Commit(pebble.Sync)
+}
+
+func (m *MDT) registerDNE() {
+	rpc.HandleFunc(m.Srv, proto.MTxnApply, m.txnApply)
+	rpc.HandleFunc(m.Srv, proto.MTxnStatus, m.txnStatus)
+	rpc.HandleFunc(m.Srv, proto.MTxnRedo, m.txnRedo)
+	rpc.HandleFunc(m.Srv, proto.MTxnCancel, m.txnCancel)
+	rpc.HandleFunc(m.Srv, proto.MSetParam, m.setParam)
+	rpc.HandleFunc(m.Srv, proto.MTxnList, m.txnList)
+	m.Srv.Counters = func() []rpc.Counter {
+		rs := int64(0)
+		if m.remoteSync.Load() {
+			rs = 1
+		}
+		return []rpc.Counter{
+			{Name: "remote_sync", Value: rs},
+			{Name: "remote_sync_commits", Value: m.ctr.remoteSyncCommits.Load()},
+			{Name: "dtx_started", Value: m.ctr.dtxStarted.Load()},
+			{Name: "dtx_redone", Value: m.ctr.dtxRedone.Load()},
+			{Name: "dtx_cancelled", Value: m.ctr.dtxCancelled.Load()},
+			{Name: "dtx_pending", Value: m.ctr.dtxPending.Load()},
+			{Name: "inodes", Value: m.inodes.Load()},
+			{Name: "resends_reconstructed", Value: m.ctr.resends.Load()},
+		}
+	}
+}
+
+// peer returns a connection to another MDT.
+func (m *MDT) peer(ctx context.Context, idx uint32) (*rpc.Client, error) {
+	m.peerMu.Lock()
+	defer m.peerMu.Unlock()
+	if c := m.peers[idx]; c != nil {
+		return c, nil
+	}
+	cfg, err := m.config(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range cfg.MDTs {
+		if t.Index == idx {
+			c := rpc.NewClient(t.Addr, m.Srv.Name)
+			c.RetryFor = 30 * time.Second
+			m.peers[idx] = c
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("mdt%d: mdt%d is not in the cluster map: %w", m.cfg.Index, idx, syscall.EIO)
+}
+
+func (m *MDT) numMDTs(ctx context.Context) int {
+	cfg, err := m.config(ctx)
+	if err != nil {
+		return 1
+	}
+	n := 0
+	for _, t := range cfg.MDTs {
+		n = max(n, int(t.Index)+1)
+	}
+	return n
+}
+
+// applyPart applies this MDT's updates of rec and stores rec, in b.
+//
+// A redo (recovery rolling an operation forward on an MDT that lost its
+// part) checks each update against what the MDT holds now, since local
+// operations acknowledged before the crash may have been lost with it:
+// an entry is only removed if it still names the operation's inode, a
+// name taken meanwhile gets the recovered directory linked as
+// NAME.recovered-FID (as fsck uses lost+found), and a parent's link count
+// moves only with an entry that really moved.
+func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo bool) error {
+	skipLink := map[proto.FID]bool{}
+	for _, u := range rec.Part(uint32(m.cfg.Index)) {
+		switch u.Kind {
+		case dtx.CreateInode:
+			n := new(inode)
+			if err := wire.Unmarshal(u.Inode, n); err != nil {
+				return fmt.Errorf("mdt%d: %s: bad inode: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
+			}
+			if redo {
+				if _, err := m.getInode(n.Attr.FID); err == nil {
+					continue
+				}
+			}
+			m.newInode(b, n)
+		case dtx.DeleteInode:
+			if redo {
+				if _, err := m.getInode(u.FID); err != nil {
+					continue
+				}
+			}
+			m.deleteInode(b, u.FID)
+		case dtx.InsertDirent:
+			name := u.Name
+			if redo {
+				if d, err := m.getDirent(u.Parent, name); err == nil {
+					if d.FID == u.FID {
+						skipLink[u.Parent] = true
+						continue
+					}
+					name = fmt.Sprintf("%s.recovered-%x-%x", u.Name, u.FID.Seq, u.FID.Oid)
+					log.Printf("mdt%d: recovery: %s/%q is taken; linking %s as %q", m.cfg.Index, u.Parent, u.Name, u.FID, name)
+				}
+			}
+			b.Set(direntKey(u.Parent, name), encode(&dirent{FID: u.FID, Mode: u.Mode}), nil)
+		case dtx.DeleteDirent:
+			if redo {
+				if d, err := m.getDirent(u.Parent, u.Name); err != nil || d.FID != u.FID {
+					skipLink[u.Parent] = true
+					continue
+				}
+			}
+			b.Delete(direntKey(u.Parent, u.Name), nil)
+		case dtx.ParentLink:
+			if skipLink[u.Parent] {
+				continue
+			}
+			p, err := m.getInode(u.Parent)
+			if err != nil {
+				if redo {
+					continue
+				}
+				return err
+			}
+			p.Attr.Nlink = uint32(int64(p.Attr.Nlink) + int64(u.Delta))
+			p.Attr.Mtime, p.Attr.Ctime = u.Time, u.Time
+			m.putInode(b, p)
+		}
+	}
+	b.Set(txnKey(rec.ID), encode(rec), nil)
+	return nil
+}
+
+// commitTxn commits a batch holding a distributed part: no sync unless
+// remote_sync asks for the old behaviour.
+func (m *MDT) commitTxn(b *pebble.Batch) error {
+	sync := m.remoteSync.Load()
+	if sync {
+		m.ctr.remoteSyncCommits.Add(1)
+	}
+	return m.commit(b, sync)
+}
+
+func decodeRecord(b []byte) (*dtx.Record, error) {
+	rec := new(dtx.Record)
+	if err := wire.Unmarshal(b, rec); err != nil {
+		return nil, fmt.Errorf("bad record: %v: %w", err, syscall.EINVAL)
+	}
+	if err := rec.Validate(); err != nil {
+		return nil, fmt.Errorf("%v: %w", err, syscall.EINVAL)
+	}
+	return rec, nil
+}
+
+// txnApply is a participant's half of a distributed operation.
+func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
+	rec, err := decodeRecord(r.RecordBytes)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hasRecord(rec.ID) {
+		return &proto.TxnApplyReply{RecordBytes: encode(rec)}, nil // a resend
+	}
+	reply := &proto.TxnApplyReply{}
+	b := m.db.NewBatch()
+	for i := range rec.Updates {
+		u := &rec.Updates[i]
+		if u.MDT != uint32(m.cfg.Index) || u.Kind != dtx.CreateInode {
+			continue
+		}
+		// The new directory's FID comes from this MDT's sequence.
+		n := new(inode)
+		if err := wire.Unmarshal(u.Inode, n); err != nil {
+			return nil, fmt.Errorf("mdt%d: %s: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
+		}
+		if n.Attr.FID.IsZero() {
+			if n.Attr.FID, err = m.allocFID(b); err != nil {
+				return nil, err
+			}
+		}
+		u.FID, u.Inode = n.Attr.FID, encode(n)
+		for j := range rec.Updates {
+			if rec.Updates[j].Kind == dtx.InsertDirent && rec.Updates[j].FID.IsZero() {
+				rec.Updates[j].FID = n.Attr.FID
+			}
+		}
+		reply.Attr = n.Attr
+	}
+	if r.Check == "rmdir" {
+		for _, u := range rec.Part(uint32(m.cfg.Index)) {
+			if u.Kind != dtx.DeleteInode {
+				continue
+			}
+			n, err := m.getInode(u.FID)
+			if err != nil {
+				return nil, err
+			}
+			if err := m.checkRemovable("rmdir", u.FID.String(), n, true); err != nil {
+				return nil, err
+			}
+			reply.Attr = n.Attr
+		}
+	}
+	if err := m.applyPart(b, rec, false); err != nil {
+		return nil, err
+	}
+	if err := m.commitTxn(b); err != nil {
+		return nil, err
+	}
+	m.ctr.dtxPending.Add(1)
+	reply.RecordBytes = encode(rec)
+	return reply, nil
+}
+
+func (m *MDT) hasRecord(id dtx.OpID) bool {
+	_, closer, err := m.db.Get(txnKey(id))
+	if err != nil {
+		return false
+	}
+	closer.Close()
+	return true
+}
+
+func (m *MDT) watermark(coord, epoch uint32) uint64 {
+	v, closer, err := m.db.Get(watermarkKey(coord, epoch))
+	if err != nil {
+		return 0
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+func (m *MDT) applied(id dtx.OpID) bool {
+	return dtx.Applied(m.hasRecord(id), m.watermark(id.Coord, id.Epoch), id)
+}
+
+func (m *MDT) txnStatus(ctx context.Context, r *proto.TxnStatusReq) (any, error) {
+	if len(r.IDs) > 4096 {
+		return nil, fmt.Errorf("mdt%d: txn status of %d ops: %w", m.cfg.Index, len(r.IDs), syscall.EINVAL)
+	}
+	if r.Sync {
+		if err := m.Sync(); err != nil {
+			return nil, err
+		}
+	}
+	out := &proto.TxnStatusReply{Applied: make([]bool, len(r.IDs)), Cancelled: make([]bool, len(r.IDs))}
+	for i, w := range r.IDs {
+		id := fromWire(w)
+		has := m.hasRecord(id)
+		out.Applied[i] = dtx.Applied(has, m.watermark(id.Coord, id.Epoch), id)
+		out.Cancelled[i] = out.Applied[i] && !has
+	}
+	return out, nil
+}
+
+// txnRedo applies this MDT's part of a record it lost in a crash.
+func (m *MDT) txnRedo(ctx context.Context, r *proto.TxnRedoReq) (any, error) {
+	rec, err := decodeRecord(r.RecordBytes)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.applied(rec.ID) {
+		return &proto.Empty{}, nil
+	}
+	b := m.db.NewBatch()
+	if err := m.applyPart(b, rec, true); err != nil {
+		return nil, err
+	}
+	if err := m.commit(b, true); err != nil {
+		return nil, err
+	}
+	m.ctr.dtxRedone.Add(1)
+	m.ctr.dtxPending.Add(1)
+	log.Printf("mdt%d: recovery: redid my part of %s %s", m.cfg.Index, rec.Op, rec.ID)
+	return &proto.Empty{}, nil
+}
+
+// txnCancel drops records every participant holds durably. Cancels come
+// from the coordinator in sequence order, so the watermark stays exact.
+func (m *MDT) txnCancel(ctx context.Context, r *proto.TxnCancelReq) (any, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.db.NewBatch()
+	m.cancelInBatch(b, r.IDs)
+	return &proto.Empty{}, m.commit(b, false)
+}
+
+func (m *MDT) cancelInBatch(b *pebble.Batch, ids []proto.TxnID) {
+	marks := map[[2]uint32]uint64{}
+	for _, w := range ids {
+		id := fromWire(w)
+		if m.hasRecord(id) {
+			m.ctr.dtxPending.Add(-1)
+		}
+		b.Delete(txnKey(id), nil)
+		k := [2]uint32{id.Coord, id.Epoch}
+		marks[k] = max(marks[k], id.Seq, m.watermark(id.Coord, id.Epoch))
+	}
+	for k, seq := range marks {
+		b.Set(watermarkKey(k[0], k[1]), binary.BigEndian.AppendUint64(nil, seq), nil)
+	}
+}
+
+func (m *MDT) setParam(ctx context.Context, r *proto.SetParamReq) (any, error) {
+	switch r.Name {
+	case "remote_sync", "mdt.remote_sync":
+		v, err := strconv.ParseBool(r.Value)
+		if err != nil {
+			return nil, fmt.Errorf("mdt%d: remote_sync=%q: %w", m.cfg.Index, r.Value, syscall.EINVAL)
+		}
+		m.remoteSync.Store(v)
+		log.Printf("mdt%d: remote_sync=%v", m.cfg.Index, v)
+		return &proto.Empty{}, nil
+	}
+	return nil, fmt.Errorf("mdt%d: unknown parameter %q: %w", m.cfg.Index, r.Name, syscall.EINVAL)
+}
+
+// runTxn executes a distributed operation as its coordinator: remote parts
+// first, then ours. The name it creates or removes is reserved meanwhile
+// (m.mu is not held across RPCs: two MDTs coordinating towards each other
+// must not deadlock). check is the precondition for the remote part.
+func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (proto.Attr, error) {
+	var attr proto.Attr
+	m.ctr.dtxStarted.Add(1)
+	for _, p := range rec.Participants() {
+		if p == uint32(m.cfg.Index) {
+			continue
+		}
+		c, err := m.peer(ctx, p)
+		if err != nil {
+			return attr, err
+		}
+		r, err := m.applyRemote(ctx, c, rec, check)
+		if err != nil {
+			var errno syscall.Errno
+			if errors.As(err, &errno) {
+				return attr, err
+			}
+			return attr, fmt.Errorf("mdt%d: %s on mdt%d: %v: %w", m.cfg.Index, rec.Op, p, err, syscall.EIO)
+		}
+		if rec, err = decodeRecord(r.RecordBytes); err != nil {
+			return attr, err
+		}
+		attr = r.Attr
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.applied(rec.ID) {
+		return attr, nil // a participant's recovery already redid our part
+	}
+	b := m.newBatch(ctx)
+	if err := m.applyPart(b, rec, false); err != nil {
+		return attr, err
+	}
+	if err := m.commitTxn(b); err != nil {
+		return attr, err
+	}
+	m.ctr.dtxPending.Add(1)
+	return attr, nil
+}
+
+// applyRemote sends a participant its part, resending while the
+// participant restarts: it recognises a part it already applied by the
+// record, so a resend never applies twice.
+func (m *MDT) applyRemote(ctx context.Context, c *rpc.Client, rec *dtx.Record, check string) (*proto.TxnApplyReply, error) {
+	call := &rpc.Call{Method: proto.MTxnApply, Req: &proto.TxnApplyReq{RecordBytes: encode(rec), Check: check}}
+	deadline := time.Now().Add(c.RetryFor)
+	for {
+		r := new(proto.TxnApplyReply)
+		call.Resp = r
+		err := c.Do(ctx, call)
+		if err == nil || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
+			return r, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reserve marks a name as being created or removed by a distributed
+// operation; m.mu is held.
+func (m *MDT) reserve(dir proto.FID, name string) error {
+	k := string(direntKey(dir, name))
+	if _, busy := m.pending[k]; busy {
+		return m.errorf("namespace", name, syscall.EBUSY)
+	}
+	m.pending[k] = struct{}{}
+	return nil
+}
+
+func (m *MDT) release(dir proto.FID, name string) {
+	m.mu.Lock()
+	delete(m.pending, string(direntKey(dir, name)))
+	m.mu.Unlock()
+}
+
+func (m *MDT) nextOpID() dtx.OpID {
+	m.opSeq++
+	return dtx.OpID{Coord: uint32(m.cfg.Index), Epoch: m.epoch, Seq: m.opSeq}
+}
+
+// remoteMkdir creates a directory on MDT target under a parent here.
+// m.mu is held on entry and released.
+func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
+	if err := m.reserve(r.Parent, r.Name); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	id := m.nextOpID()
+	t := now()
+	child := &inode{Attr: proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid,
+		Atime: t, Mtime: t, Ctime: t}, Parent: dir.Attr.FID, DefLayout: dir.DefLayout, DefDir: dir.DefDir}
+	if dir.Attr.Mode&sISGID != 0 {
+		child.Attr.Gid = dir.Attr.Gid
+		child.Attr.Mode |= sISGID
+	}
+	m.mu.Unlock()
+	defer m.release(r.Parent, r.Name)
+	rec := &dtx.Record{ID: id, Op: "mkdir", Started: t, Updates: []dtx.Update{
+		{Kind: dtx.CreateInode, MDT: target, Inode: encode(child)},
+		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, Mode: sIFDIR},
+		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
+	}}
+	attr, err := m.runTxn(ctx, rec, "")
+	if err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: attr}, nil
+}
+
+// remoteRmdir removes a directory that lives on another MDT. m.mu is held
+// on entry and released.
+func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
+	if d.Mode != sIFDIR {
+		m.mu.Unlock()
+		return nil, m.errorf("unlink", r.Name, syscall.EXDEV) // only directories live remotely
+	}
+	if !r.Dir {
+		m.mu.Unlock()
+		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
+	}
+	if err := m.reserve(r.Parent, r.Name); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	id := m.nextOpID()
+	m.mu.Unlock()
+	defer m.release(r.Parent, r.Name)
+	t := now()
+	rec := &dtx.Record{ID: id, Op: "rmdir", Started: t, Updates: []dtx.Update{
+		{Kind: dtx.DeleteInode, MDT: uint32(d.FID.MDT()), FID: d.FID},
+		{Kind: dtx.DeleteDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: d.FID},
+		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: -1, Time: t},
+	}}
+	attr, err := m.runTxn(ctx, rec, "rmdir")
+	if err != nil {
+		return nil, err
+	}
+	attr.Nlink = 0
+	return &proto.UnlinkReply{Attr: attr}, nil
+}
+
+// sweeper makes distributed operations finish: it drives records this MDT
+// coordinates to cancellation once every part is durable, redoes parts a
+// crashed participant lost, and asks coordinators about records they may
+// have lost. At start it is the recovery.
+func (m *MDT) sweeper() {
+	defer m.wg.Done()
+	t := time.NewTicker(max(2*m.cfg.CommitInterval, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		m.sweep()
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *MDT) records() []*dtx.Record {
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pTxn}, UpperBound: []byte{pTxn + 1}})
+	if err != nil {
+		return nil
+	}
+	defer it.Close()
+	var out []*dtx.Record
+	for ok := it.First(); ok; ok = it.Next() {
+		if rec, err := decodeRecord(it.Value()); err == nil {
+			out = append(out, rec)
+		} else {
+			log.Printf("mdt%d: skipping corrupt update record: %v", m.cfg.Index, err)
+		}
+	}
+	return out
+}
+
+func (m *MDT) sweep() {
+	recs := m.records()
+	if len(recs) == 0 {
+		return
+	}
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	go func() { // a closing MDT must not wait for an absent peer
+		select {
+		case <-m.stop:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	self := uint32(m.cfg.Index)
+	// Records this MDT coordinates, in order: status of every part.
+	var mine []*dtx.Record
+	for _, r := range recs {
+		if r.ID.Coord == self {
+			mine = append(mine, r)
+		} else {
+			m.askCoordinator(ctx, r)
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	slices.SortFunc(mine, func(a, b *dtx.Record) int {
+		if a.ID.Less(b.ID) {
+			return -1
+		}
+		return 1
+	})
+	if err := m.Sync(); err != nil {
+		return
+	}
+	durable := map[uint32][]bool{self: nil}
+	for _, p := range participantsOf(mine) {
+		if p == self {
+			continue
+		}
+		ids := make([]proto.TxnID, len(mine))
+		for i, r := range mine {
+			ids[i] = toWire(r.ID)
+		}
+		c, err := m.peer(ctx, p)
+		if err != nil {
+			return
+		}
+		st, err := rpc.Invoke[proto.TxnStatusReply](ctx, c, proto.MTxnStatus, &proto.TxnStatusReq{IDs: ids, Sync: true})
+		if err != nil || len(st.Applied) != len(ids) {
+			return // a participant is away: try again later, in order
+		}
+		durable[p] = st.Applied
+	}
+	// Cancel the longest prefix whose parts are all durable; redo lost parts.
+	var cancel []proto.TxnID
+	for i, r := range mine {
+		applied := map[uint32]bool{self: true}
+		for _, p := range r.Participants() {
+			if p != self {
+				applied[p] = durable[p][i]
+			}
+		}
+		if redo := dtx.Recover(r, applied).Redo; len(redo) > 0 {
+			for _, p := range redo {
+				if c, err := m.peer(ctx, p); err == nil {
+					_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(r)})
+				}
+			}
+			break // cancel after the redo is durable, next sweep
+		}
+		if !dtx.CanCancel(r, applied) {
+			break
+		}
+		cancel = append(cancel, toWire(r.ID))
+	}
+	if len(cancel) == 0 {
+		return
+	}
+	for _, p := range participantsOf(mine) {
+		if p == self {
+			continue
+		}
+		c, err := m.peer(ctx, p)
+		if err != nil {
+			return
+		}
+		var mineHere []proto.TxnID
+		for _, id := range cancel {
+			for _, r := range mine {
+				if r.ID == fromWire(id) && slices.Contains(r.Participants(), p) {
+					mineHere = append(mineHere, id)
+				}
+			}
+		}
+		if _, err := rpc.Invoke[proto.Empty](ctx, c, proto.MTxnCancel, &proto.TxnCancelReq{IDs: mineHere}); err != nil {
+			return
+		}
+	}
+	m.mu.Lock()
+	b := m.db.NewBatch()
+	m.cancelInBatch(b, cancel)
+	err := m.commit(b, false)
+	m.mu.Unlock()
+	if err == nil {
+		m.ctr.dtxCancelled.Add(int64(len(cancel)))
+	}
+}
+
+// askCoordinator handles a record this MDT holds as a participant: if the
+// coordinator lost its part in a crash, it is redone there (roll
+// forward); the coordinator then drives the cancel.
+func (m *MDT) askCoordinator(ctx context.Context, r *dtx.Record) {
+	if time.Since(time.Unix(0, r.Started)) < m.cfg.TxnAskAfter {
+		return // the coordinator is most likely still at it
+	}
+	c, err := m.peer(ctx, r.ID.Coord)
+	if err != nil {
+		return
+	}
+	st, err := rpc.Invoke[proto.TxnStatusReply](ctx, c, proto.MTxnStatus, &proto.TxnStatusReq{IDs: []proto.TxnID{toWire(r.ID)}})
+	if err != nil || len(st.Applied) != 1 || len(st.Cancelled) != 1 {
+		return
+	}
+	switch {
+	case st.Cancelled[0]:
+		// The coordinator finished it, and we lost its cancel in a crash.
+		m.mu.Lock()
+		b := m.db.NewBatch()
+		m.cancelInBatch(b, []proto.TxnID{toWire(r.ID)})
+		_ = m.commit(b, false)
+		m.mu.Unlock()
+	case !st.Applied[0]:
+		_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(r)})
+	}
+}
+
+func participantsOf(recs []*dtx.Record) []uint32 {
+	var out []uint32
+	for _, r := range recs {
+		for _, p := range r.Participants() {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func (m *MDT) txnList(ctx context.Context, r *proto.TxnListReq) (any, error) {
+	out := &proto.TxnListReply{}
+	for _, rec := range m.records() {
+		if slices.Contains(rec.Participants(), r.MDT) {
+			out.Records = append(out.Records, encode(rec))
+		}
+	}
+	return out, nil
+}
+
+// recoverFromPeers runs once at start: it gathers the records other MDTs
+// hold in which this MDT takes part and redoes the parts this MDT lost, in
+// operation order, before clients are served (their replays come after
+// the update logs, as in Lustre's recovery). Peers that stay away longer
+// than the recovery window are left to the sweepers.
+func (m *MDT) recoverFromPeers() {
+	defer close(m.recovered)
+	if m.epoch <= 1 {
+		return // a new MDT has nothing to recover
+	}
+	deadline := time.Now().Add(m.cfg.RecoveryWindow)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	self := uint32(m.cfg.Index)
+	var recs []*dtx.Record
+	n := m.numMDTs(ctx)
+	for p := 0; p < n; p++ {
+		if uint32(p) == self {
+			continue
+		}
+		for ctx.Err() == nil {
+			c, err := m.peer(ctx, uint32(p))
+			if err == nil {
+				var r *proto.TxnListReply
+				if r, err = rpc.Invoke[proto.TxnListReply](ctx, c, proto.MTxnList, &proto.TxnListReq{MDT: self}); err == nil {
+					for _, b := range r.Records {
+						if rec, err := decodeRecord(b); err == nil {
+							recs = append(recs, rec)
+						}
+					}
+					break
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	slices.SortFunc(recs, func(a, b *dtx.Record) int {
+		if a.ID.Less(b.ID) {
+			return -1
+		}
+		return 1
+	})
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, rec := range recs {
+		if m.applied(rec.ID) {
+			continue
+		}
+		b := m.db.NewBatch()
+		if err := m.applyPart(b, rec, true); err != nil {
+			log.Printf("mdt%d: recovery: %s %s: %v", m.cfg.Index, rec.Op, rec.ID, err)
+			continue
+		}
+		if err := m.commit(b, true); err != nil {
+			log.Printf("mdt%d: recovery: %s %s: %v", m.cfg.Index, rec.Op, rec.ID, err)
+			continue
+		}
+		m.ctr.dtxRedone.Add(1)
+		m.ctr.dtxPending.Add(1)
+		log.Printf("mdt%d: recovery: redid my part of %s %s from a peer's log", m.cfg.Index, rec.Op, rec.ID)
+	}
+}
+
+// gateRecovery holds client requests until recovery is over (or its
+// window has passed); requests between MDTs pass, since peers recover too.
+func (m *MDT) gateRecovery() {
+	open := map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
+		proto.MTxnCancel: true, proto.MTxnList: true, proto.MSetParam: true, proto.GConfig: true,
+		proto.GRegister: true, rpc.MethodStats: true}
+	for method := uint16(1); method < 256; method++ {
+		if open[method] {
+			continue
+		}
+		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {
+			if next == nil {
+				return nil
+			}
+			return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+				select {
+				case <-m.recovered:
+				case <-ctx.Done():
+					return rpc.Reply{}, ctx.Err()
+				}
+				return next(ctx, r)
+			}
+		})
+	}
+}

@@ -1,0 +1,373 @@
+package mds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/stripefs/stripefs/fsck"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// pair is two MDTs in this process on crashable in-memory filesystems,
+// talking over the in-process transport.
+type pair struct {
+	t    *testing.T
+	name string
+	fs   [2]*vfs.MemFS
+	mdt  [2]*MDT
+	cl   [2]*rpc.Client
+}
+
+func (p *pair) addr(i int) string { return fmt.Sprintf("inproc:%s/mdt%d", p.name, i) }
+
+func (p *pair) open(i int) {
+	p.t.Helper()
+	l, err := rpc.Listen(p.addr(i))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	m, err := Open(Config{Index: i, DataDir: fmt.Sprintf("/mdt%d", i), FS: p.fs[i], MGS: p.addr(0), Addr: p.addr(i),
+		CommitInterval: 5 * time.Millisecond, TxnAskAfter: time.Nanosecond})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	go m.Serve(l)
+	if i > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := Register(ctx, p.addr(0), proto.Target{Kind: proto.KindMDT, Index: uint32(i), Addr: p.addr(i)}); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+	p.mdt[i] = m
+	p.cl[i] = rpc.NewClient(p.addr(i), "test")
+	p.cl[i].RetryFor = 5 * time.Second
+}
+
+func (p *pair) close(i int) {
+	p.cl[i].Close()
+	p.mdt[i].Close()
+}
+
+func newPair(t *testing.T, name string) *pair {
+	p := &pair{t: t, name: name, fs: [2]*vfs.MemFS{vfs.NewCrashableMem(), vfs.NewCrashableMem()}}
+	p.open(0)
+	p.open(1)
+	return p
+}
+
+// crash simulates power loss on the MDTs in which: each keeps only what it
+// had synced (plus, at random, some of what it had not), then all restart.
+func (p *pair) crash(rng *rand.Rand, which [2]bool) {
+	clones := p.fs
+	for i := range p.fs {
+		if which[i] { // dead at this instant: no more RPCs, no more commits
+			p.cl[i].Close()
+			p.mdt[i].halt()
+			clones[i] = p.fs[i].CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(3) * 40, RNG: rng})
+		}
+	}
+	for i := range p.fs {
+		if which[i] {
+			p.mdt[i].db.Close()
+		} else {
+			p.close(i)
+		}
+	}
+	p.fs = clones
+	p.open(0)
+	p.open(1)
+}
+
+func (p *pair) call(i int, method uint16, req, resp any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return p.cl[i].Do(ctx, &rpc.Call{Method: method, Req: req, Resp: resp})
+}
+
+// converge waits for every distributed record to be cancelled: recovery
+// and the sweepers are done.
+func (p *pair) converge() {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(p.mdt[0].records()) == 0 && len(p.mdt[1].records()) == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+		if strings.Contains(g, "sweep") {
+			p.t.Log(g)
+		}
+	}
+	p.t.Fatalf("update records never drained: %d on mdt0, %d on mdt1", len(p.mdt[0].records()), len(p.mdt[1].records()))
+}
+
+// fsck checks the namespace across both MDTs: every entry names an
+// existing inode, every directory but the root is named by exactly one
+// entry (no orphan), and every directory's nlink is 2 + its subdirectories.
+func (p *pair) fsck() error {
+	type dirInfo struct {
+		n       *inode
+		named   int
+		subdirs uint32
+	}
+	dirs := map[proto.FID]*dirInfo{}
+	for _, m := range p.mdt {
+		it, _ := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pInode}, UpperBound: []byte{pInode + 1}})
+		for ok := it.First(); ok; ok = it.Next() {
+			n := new(inode)
+			if err := wire.Unmarshal(it.Value(), n); err != nil {
+				return err
+			}
+			if n.isDir() {
+				dirs[n.Attr.FID] = &dirInfo{n: n}
+			}
+		}
+		it.Close()
+	}
+	for _, m := range p.mdt {
+		it, _ := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pDirent}, UpperBound: []byte{pDirent + 1}})
+		for ok := it.First(); ok; ok = it.Next() {
+			k := it.Key()
+			parent, _ := proto.FIDFromKey(k[1:17])
+			name := string(k[25:])
+			var d dirent
+			if err := wire.Unmarshal(it.Value(), &d); err != nil {
+				return err
+			}
+			if d.Mode == sIFDIR {
+				child := dirs[d.FID]
+				if child == nil {
+					it.Close()
+					return fmt.Errorf("dangling entry %s/%q → %s", parent, name, d.FID)
+				}
+				child.named++
+				if child.n.Parent != parent {
+					it.Close()
+					return fmt.Errorf("%s is named in %s but its parent says %s", d.FID, parent, child.n.Parent)
+				}
+				if pd := dirs[parent]; pd != nil {
+					pd.subdirs++
+				}
+			} else if _, err := p.mdt[d.FID.MDT()].getInode(d.FID); err != nil {
+				it.Close()
+				return fmt.Errorf("dangling entry %s/%q → %s: %v", parent, name, d.FID, err)
+			}
+		}
+		it.Close()
+	}
+	for fid, d := range dirs {
+		if fid != proto.RootFID && d.named != 1 {
+			return fmt.Errorf("directory %s is named %d times (orphan if 0)", fid, d.named)
+		}
+		if d.n.Attr.Nlink != 2+d.subdirs {
+			return fmt.Errorf("directory %s has nlink %d, want %d", fid, d.n.Attr.Nlink, 2+d.subdirs)
+		}
+	}
+	return nil
+}
+
+func (p *pair) lookup(parent proto.FID, name string) (proto.FID, error) {
+	var r proto.AttrReply
+	err := p.call(parent.MDT(), proto.MLookup, &proto.LookupReq{Parent: parent, Name: name}, &r)
+	return r.Attr.FID, err
+}
+
+// TestCrashRecoveryDNE runs random cross-MDT mkdir/rmdir workloads, crashes
+// one or both MDTs at a random point (power loss: unsynced Pebble data is
+// lost), restarts them and checks: no dangling entry, no orphan directory,
+// right nlink, and every operation acknowledged before the last fsync of
+// both MDTs is still there. Seeds: STRIPEFS_CRASH_SEEDS (default 120).
+func TestCrashRecoveryDNE(t *testing.T) {
+	seeds := 120
+	if s, err := strconv.Atoi(os.Getenv("STRIPEFS_CRASH_SEEDS")); err == nil {
+		seeds = s
+	}
+	if testing.Short() {
+		seeds = 20
+	}
+	for seed := 1; seed <= seeds; seed++ {
+		if !t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashRun(t, int64(seed)) }) {
+			t.Fatalf("failed at seed %d (rerun: -run TestCrashRecoveryDNE/seed%d)", seed, seed)
+		}
+	}
+}
+
+func crashRun(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	p := newPair(t, fmt.Sprintf("crash%d-%d", seed, time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	// The parent of everything: root on mdt0 and a directory on mdt1.
+	var a proto.AttrReply
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "on1", Mode: 0o755, MDT: 1}, &a); err != nil {
+		t.Fatal(err)
+	}
+	parents := []proto.FID{proto.RootFID, a.Attr.FID}
+	p.call(0, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+	p.call(1, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+
+	type key struct {
+		parent proto.FID
+		name   string
+	}
+	live := map[key]bool{}      // what the MDTs acknowledged
+	committed := map[key]bool{} // acknowledged before the last fsync of both
+	touched := map[key]bool{}   // names changed since that fsync: either state may survive
+	nops := 5 + rng.IntN(40)
+	for op := 0; op < nops; op++ {
+		parent := parents[rng.IntN(2)]
+		name := fmt.Sprintf("d%d", rng.IntN(12))
+		k := key{parent, name}
+		r := rng.IntN(10)
+		if r < 9 {
+			touched[k] = true
+		}
+		switch {
+		case r < 6:
+			target := int32(rng.IntN(2))
+			err := p.call(parent.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: parent, Name: name, Mode: 0o755, MDT: target}, &proto.AttrReply{})
+			t.Logf("op %d: mkdir %s/%s on mdt%d: %v", op, parent, name, target, err)
+			if err == nil {
+				live[k] = true
+			} else if !errors.Is(err, syscall.EEXIST) {
+				t.Fatalf("op %d mkdir: %v", op, err)
+			}
+		case r < 9:
+			err := p.call(parent.MDT(), proto.MUnlink, &proto.UnlinkReq{Parent: parent, Name: name, Dir: true}, &proto.UnlinkReply{})
+			t.Logf("op %d: rmdir %s/%s: %v", op, parent, name, err)
+			if err == nil {
+				delete(live, k)
+			} else if !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("op %d rmdir: %v", op, err)
+			}
+		default:
+			e0 := p.call(0, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+			e1 := p.call(1, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+			t.Logf("op %d: fsync: %v %v", op, e0, e1)
+			committed, touched = map[key]bool{}, map[key]bool{}
+			for k := range live {
+				committed[k] = true
+			}
+		}
+		if rng.IntN(8) == 0 {
+			time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond) // let group commits and sweeps run
+		}
+	}
+	which := [2]bool{rng.IntN(2) == 0, rng.IntN(2) == 0}
+	if !which[0] && !which[1] {
+		which[rng.IntN(2)] = true
+	}
+	p.crash(rng, which)
+	p.converge()
+	if err := p.fsck(); err != nil {
+		t.Fatalf("after crashing %v: %v", which, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) > 0 {
+		t.Fatalf("after crashing %v: stripefs fsck: %v %v", which, err, rep.Findings)
+	}
+	for k := range committed {
+		if touched[k] {
+			continue // changed after the fsync: either state is allowed
+		}
+		if _, err := p.lookup(k.parent, k.name); err != nil {
+			t.Fatalf("after crashing %v: %s/%s was committed but is gone: %v", which, k.parent, k.name, err)
+		}
+	}
+}
+
+// TestRemoteSyncTunable checks remote_sync=1 takes the synchronous path
+// (counted) and that it is off by default.
+func TestRemoteSyncTunable(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("rsync-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	mk := func(name string) {
+		if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: name, Mode: 0o755, MDT: 1}, &proto.AttrReply{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("a")
+	if n := p.mdt[0].ctr.remoteSyncCommits.Load() + p.mdt[1].ctr.remoteSyncCommits.Load(); n != 0 {
+		t.Fatalf("%d synchronous commits with remote_sync off", n)
+	}
+	for i := range p.mdt {
+		if err := p.call(i, proto.MSetParam, &proto.SetParamReq{Name: "mdt.remote_sync", Value: "1"}, &proto.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("b")
+	if c0, c1 := p.mdt[0].ctr.remoteSyncCommits.Load(), p.mdt[1].ctr.remoteSyncCommits.Load(); c0 != 1 || c1 != 1 {
+		t.Fatalf("remote_sync=1: synchronous commits %d on the coordinator and %d on the participant, want 1 and 1", c0, c1)
+	}
+	if err := p.call(0, proto.MSetParam, &proto.SetParamReq{Name: "mdt.remote_sync", Value: "maybe"}, &proto.Empty{}); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("bad value: %v", err)
+	}
+}
+
+// TestFsckRepairs breaks the namespace behind the MDTs' backs (an entry
+// to nowhere, an inode nobody names, a wrong link count) and checks that
+// stripefs fsck finds each and --repair leaves a clean filesystem.
+func TestFsckRepairs(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("fsck-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	var a proto.AttrReply
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &a); err != nil {
+		t.Fatal(err)
+	}
+	m0, m1 := p.mdt[0], p.mdt[1]
+	b := m0.db.NewBatch()
+	ghost := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 999}
+	b.Set(direntKey(proto.RootFID, "ghost"), encode(&dirent{FID: ghost, Mode: sIFREG}), nil)
+	root, _ := m0.getInode(proto.RootFID)
+	root.Attr.Nlink = 7
+	m0.putInode(b, root)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	b = m1.db.NewBatch()
+	lost := &inode{Attr: proto.Attr{FID: proto.FID{Seq: proto.MDTSeq(1, 2), Oid: 4242}, Mode: sIFREG | 0o644, Nlink: 1}}
+	m1.putInode(b, lost)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rep, err := fsck.Run(ctx, p.addr(0), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, f := range rep.Findings {
+		kinds[f.Kind]++
+	}
+	if kinds[fsck.Dangling] != 1 || kinds[fsck.Orphan] != 1 || kinds[fsck.WrongNlink] != 1 {
+		t.Fatalf("findings %v", rep.Findings)
+	}
+	if _, err := fsck.Run(ctx, p.addr(0), true); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("after repair: %v %v", err, rep.Findings)
+	}
+	if err := p.fsck(); err != nil {
+		t.Fatal(err)
+	}
+}

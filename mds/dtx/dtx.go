@@ -1,0 +1,175 @@
+// Package dtx decides distributed namespace transactions between MDTs.
+// It is pure, in the manner of etcd's raft: it says what each participant
+// must do and when a record may go; reading and writing Pebble and
+// sending RPCs are the caller's.
+//
+// A cross-MDT operation (a directory created on another MDT than its
+// parent's, or removed from there) has a coordinator (the parent's MDT)
+// and participants. Every participant writes the description of the
+// WHOLE operation (its record) in the same Pebble batch as its own part,
+// without waiting for a disk sync. A participant "has applied" an
+// operation when it holds the record, or when it has already cancelled it.
+// Recovery then needs no vote: if any participant applied the operation,
+// the ones that did not (they crashed before their batch reached the disk)
+// apply their part from the record: roll forward. If none did, the
+// operation never happened.
+//
+// Records are cancelled only once every part is durable, by the
+// coordinator, in operation order; each participant remembers the highest
+// cancelled sequence per coordinator epoch, so "cancelled" and "never had
+// it" stay distinguishable after the record is gone.
+package dtx
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/stripefs/stripefs/proto"
+)
+
+// OpID names an operation: its coordinator, the coordinator's boot epoch
+// (so sequence numbers lost in a crash are never reused) and a sequence.
+type OpID struct {
+	Coord uint32
+	Epoch uint32
+	Seq   uint64
+}
+
+func (id OpID) String() string { return fmt.Sprintf("mdt%d:%d:%d", id.Coord, id.Epoch, id.Seq) }
+
+// Less orders operations of one coordinator.
+func (id OpID) Less(o OpID) bool {
+	if id.Coord != o.Coord {
+		return id.Coord < o.Coord
+	}
+	if id.Epoch != o.Epoch {
+		return id.Epoch < o.Epoch
+	}
+	return id.Seq < o.Seq
+}
+
+// Kinds of primitive update. Each is applied exactly once per participant
+// (guarded by the record), so they need not be idempotent.
+const (
+	CreateInode  = "create_inode"  // Inode holds the whole new inode
+	DeleteInode  = "delete_inode"  // FID
+	InsertDirent = "insert_dirent" // Parent, Name → FID, Mode
+	DeleteDirent = "delete_dirent" // Parent, Name (naming FID)
+	ParentLink   = "parent_link"   // Parent: Nlink += Delta, mtime/ctime = Time
+)
+
+// Update is one primitive change on one MDT.
+type Update struct {
+	Kind   string
+	MDT    uint32
+	FID    proto.FID
+	Parent proto.FID
+	Name   string
+	Mode   uint32
+	Delta  int32
+	Time   int64
+	// Inode is the encoded inode of CreateInode, opaque to dtx.
+	Inode []byte
+}
+
+// Record describes a whole operation: every participant's updates.
+type Record struct {
+	ID      OpID
+	Op      string // "mkdir", "rmdir": for logs and fsck
+	Started int64  // unix nanoseconds, when the coordinator began it
+	Updates []Update
+}
+
+// Participants lists the MDTs that take part, coordinator last: remote
+// parts are applied first, so a precondition that fails there (a directory
+// that is not empty) aborts before anything changed where the name lives.
+func (r *Record) Participants() []uint32 {
+	var out []uint32
+	for _, u := range r.Updates {
+		if !slices.Contains(out, u.MDT) {
+			out = append(out, u.MDT)
+		}
+	}
+	slices.SortFunc(out, func(a, b uint32) int {
+		switch {
+		case a == r.ID.Coord:
+			return 1
+		case b == r.ID.Coord:
+			return -1
+		}
+		return int(a) - int(b)
+	})
+	return out
+}
+
+// Part returns the updates of one participant.
+func (r *Record) Part(mdt uint32) []Update {
+	var out []Update
+	for _, u := range r.Updates {
+		if u.MDT == mdt {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Validate rejects records no coordinator would write.
+func (r *Record) Validate() error {
+	if len(r.Updates) == 0 {
+		return fmt.Errorf("dtx: %s: no updates", r.ID)
+	}
+	for _, u := range r.Updates {
+		switch u.Kind {
+		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink:
+		default:
+			return fmt.Errorf("dtx: %s: unknown update %q", r.ID, u.Kind)
+		}
+	}
+	if len(r.Part(r.ID.Coord)) == 0 {
+		return fmt.Errorf("dtx: %s: the coordinator has no part", r.ID)
+	}
+	return nil
+}
+
+// Applied reports whether a participant applied an operation, from what
+// it holds: the record itself, or a cancel watermark at or past it.
+func Applied(hasRecord bool, cancelledUpTo uint64, id OpID) bool {
+	return hasRecord || id.Seq <= cancelledUpTo
+}
+
+// Recovery is what to do about one record once every participant has said
+// whether it applied the operation.
+type Recovery struct {
+	// Redo lists the participants that must apply their part now.
+	Redo []uint32
+}
+
+// Recover decides roll-forward. applied has an entry for every
+// participant; at least one applied (someone holds the record).
+func Recover(r *Record, applied map[uint32]bool) Recovery {
+	var rec Recovery
+	any := false
+	for _, p := range r.Participants() {
+		any = any || applied[p]
+	}
+	if !any {
+		return rec
+	}
+	for _, p := range r.Participants() {
+		if !applied[p] {
+			rec.Redo = append(rec.Redo, p)
+		}
+	}
+	return rec
+}
+
+// CanCancel reports whether a record may be cancelled: every part is
+// durable on its MDT.
+func CanCancel(r *Record, durable map[uint32]bool) bool {
+	for _, p := range r.Participants() {
+		if !durable[p] {
+			return false
+		}
+	}
+	return true
+}
