@@ -8,6 +8,7 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -97,6 +98,11 @@ func fillAttr(a *proto.Attr, out *fuse.Attr) {
 
 func (f *FS) fillEntry(a *proto.Attr, out *fuse.EntryOut) {
 	out.NodeId = nodeID(a.FID)
+	// The kernel puts (node id, generation) into the file handles it gives
+	// nfsd and name_to_handle_at, and refuses a handle whose generation
+	// differs from the inode's. Both halves come from the FID, so a handle
+	// outlives remounts and server restarts.
+	out.Generation = uint64(a.FID.Ver)
 	fillAttr(a, &out.Attr)
 	out.SetEntryTimeout(f.opts.EntryTimeout)
 	out.SetAttrTimeout(f.opts.AttrTimeout)
@@ -133,15 +139,52 @@ func (f *FS) file(fh uint64) (*fs.File, fuse.Status) {
 
 // Lookup resolves a name; no negative entries are cached, so a name
 // created by another client is seen at once.
+//
+// The VFS never asks a filesystem for "." or "..": those names arrive only
+// from the kernel's export operations (FUSE_EXPORT_SUPPORT), which decode a
+// file handle into any node id, cached or not. "." is the node itself —
+// a file as often as a directory, so it is a getattr, not a directory
+// lookup — and ".." is a directory's parent, asked while the kernel
+// reconnects a directory to the root (nfsd, open_by_handle_at).
 func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := ctx(cancel)
 	defer stop()
-	a, err := f.c.Lookup(c, nodeFID(h.NodeId), name)
+	var a *proto.Attr
+	var err error
+	switch fid := nodeFID(h.NodeId); name {
+	case ".":
+		a, err = f.c.Getattr(c, fid)
+	case "..":
+		a, err = parent(c, f.c, fid)
+	default:
+		a, err = f.c.Lookup(c, fid, name)
+	}
 	if err != nil {
 		return status(err)
 	}
 	f.fillEntry(a, out)
 	return fuse.OK
+}
+
+// parent returns the attributes of directory dir's parent (the root's
+// parent is the root). It reads the ".." entry of dir's listing, held by
+// the MDT that owns dir, then asks the MDT that owns the parent, so it
+// works when the two live on different MDTs. A non-directory has no
+// single parent: ENOTDIR.
+func parent(ctx context.Context, c *fs.Client, dir proto.FID) (*proto.Attr, error) {
+	if dir == proto.RootFID {
+		return c.Getattr(ctx, dir)
+	}
+	ents, _, err := c.Readdir(ctx, dir, 0, 2, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if e.Name == ".." && !e.FID.IsZero() {
+			return c.Getattr(ctx, e.FID)
+		}
+	}
+	return nil, fmt.Errorf("fusefs: %s has no \"..\" entry: %w", dir, syscall.ESTALE)
 }
 
 // Forget needs no work: no per-node state is kept.
@@ -487,7 +530,7 @@ func (f *FS) ReleaseDir(in *fuse.ReleaseIn) { f.dropHandle(in.Fh) }
 func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	c, stop := ctx(cancel)
 	defer stop()
-	return status(f.c.SyncMDT(c, nodeFID(in.NodeId)))
+	return status(f.c.SyncAllMDTs(c))
 }
 
 func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {

@@ -88,6 +88,11 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		// Read replies are in memory already: splicing them only adds a
 		// pipe that a 1 MiB reply does not fit.
 		DisableSplice: true,
+		// Export support lets the kernel turn a file handle back into a
+		// node it has forgotten (LOOKUP of "." and ".."): what kernel nfsd
+		// and open_by_handle_at need to re-export the mount. Node ids are
+		// FID-derived, so any id the kernel presents can be answered.
+		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT,
 	}
 	if mo.FsName == "" {
 		mo.FsName = "stripefs"

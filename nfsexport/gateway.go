@@ -1,0 +1,248 @@
+// Package nfsexport re-exports stripefs over NFS: helpers for kernel nfsd
+// re-exporting a FUSE mount (ExportsLine), and a user-space NFSv3 gateway
+// over the client library, for hosts without kernel nfsd (Gateway).
+//
+// The gateway is github.com/willscott/go-nfs serving a billy.Filesystem
+// that calls fs.Client directly, not the FUSE mount. File handles are FID
+// keys, so they need no table and stay valid across gateway and server
+// restarts. Writes go through fs.File.WriteV into the client's write-back
+// cache, which merges them by file offset whatever their boundaries; a
+// small cache of open files lets consecutive WRITEs share it, and COMMIT
+// (or a stable WRITE) syncs the file before its reply leaves.
+package nfsexport
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	nfs "github.com/willscott/go-nfs"
+
+	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/proto"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Allow lists the client addresses served; others are disconnected
+	// as they connect. Empty means Loopback.
+	Allow []netip.Prefix
+	// ReadOnly refuses every change.
+	ReadOnly bool
+	// MaxOpenFiles bounds the files kept open between calls (default 64).
+	MaxOpenFiles int
+	// IdleClose is how long an unused file stays open (default 1s). Its
+	// release tells the MDT the size written, which other clients see.
+	IdleClose time.Duration
+	// Logf reports refused clients and failed flushes (default log.Printf).
+	Logf func(format string, args ...any)
+}
+
+// Stats counts what the gateway did about durability.
+type Stats struct {
+	UnstableWrites int64 // WRITEs answered UNSTABLE (kept in the write-back cache)
+	StableWrites   int64 // DATA_SYNC/FILE_SYNC WRITEs, synced before the reply
+	Commits        int64 // COMMITs, synced before the reply
+	SyncErrors     int64 // syncs that failed and were answered with an error
+	Refused        int64 // connections refused by the allow-list
+}
+
+// Gateway serves one fs.Client over NFSv3 (and the MOUNT protocol on the
+// same port).
+type Gateway struct {
+	opts  Options
+	files *openFiles
+	srv   *nfs.Server
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	ls     []net.Listener
+	conns  map[net.Conn]struct{}
+	closed bool
+
+	unstable, stable, commits, syncErrs, refused atomic.Int64
+}
+
+// New returns a gateway over c. The caller keeps c and closes it after
+// the gateway.
+func New(c *fs.Client, opts Options) *Gateway {
+	if len(opts.Allow) == 0 {
+		opts.Allow = Loopback
+	}
+	if opts.MaxOpenFiles <= 0 {
+		opts.MaxOpenFiles = 64
+	}
+	if opts.IdleClose <= 0 {
+		opts.IdleClose = time.Second
+	}
+	if opts.Logf == nil {
+		opts.Logf = log.Printf
+	}
+	g := &Gateway{opts: opts, conns: map[net.Conn]struct{}{}}
+	g.files = newOpenFiles(c, opts.MaxOpenFiles, opts.IdleClose, opts.Logf)
+	h := &handler{fsys: &fsys{c: c, files: g.files, names: newNameCache(), readOnly: opts.ReadOnly}}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.srv = &nfs.Server{Handler: h, Context: g.ctx}
+	// The write verifier: new for each gateway, so that after a restart
+	// clients resend what they wrote UNSTABLE and never saw committed.
+	_, _ = rand.Read(g.srv.ID[:])
+	g.wg.Add(1)
+	go g.janitor()
+	return g
+}
+
+func (g *Gateway) janitor() {
+	defer g.wg.Done()
+	t := time.NewTicker(max(g.opts.IdleClose/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case now := <-t.C:
+			g.files.expire(now)
+		}
+	}
+}
+
+// Serve accepts NFS clients on l until Close; it returns nil then.
+func (g *Gateway) Serve(l net.Listener) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		l.Close()
+		return fmt.Errorf("nfs: gateway closed")
+	}
+	g.ls = append(g.ls, l)
+	g.mu.Unlock()
+	err := g.srv.Serve(&listener{Listener: l, g: g})
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed {
+		return nil
+	}
+	return fmt.Errorf("nfs: serve %s: %w", l.Addr(), err)
+}
+
+// Stats returns the durability counters.
+func (g *Gateway) Stats() Stats {
+	return Stats{UnstableWrites: g.unstable.Load(), StableWrites: g.stable.Load(), Commits: g.commits.Load(),
+		SyncErrors: g.syncErrs.Load(), Refused: g.refused.Load()}
+}
+
+// Close stops accepting, disconnects every client and releases every
+// open file, flushing its data; it returns the flush errors.
+func (g *Gateway) Close() error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil
+	}
+	g.closed = true
+	ls := g.ls
+	conns := make([]net.Conn, 0, len(g.conns))
+	for c := range g.conns {
+		conns = append(conns, c)
+	}
+	g.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	for _, c := range conns {
+		c.Close() // takes g.mu to forget itself
+	}
+	g.cancel()
+	g.wg.Wait()
+	if err := g.files.close(); err != nil {
+		return fmt.Errorf("nfs: flush on close: %w", err)
+	}
+	return nil
+}
+
+// syncFile makes one file durable for the tap.
+func (g *Gateway) syncFile(fid proto.FID) error {
+	ctx, cancel := context.WithTimeout(g.ctx, 5*time.Minute)
+	defer cancel()
+	err := g.files.commit(ctx, fid)
+	if err != nil {
+		g.opts.Logf("nfs: commit %s: %v", fid, err)
+	}
+	return err
+}
+
+func (g *Gateway) count(proc, stable uint32, err error) {
+	switch {
+	case err != nil:
+		g.syncErrs.Add(1)
+	case proc == procCommit:
+		g.commits.Add(1)
+	case stable == unstable:
+		g.unstable.Add(1)
+	default:
+		g.stable.Add(1)
+	}
+}
+
+// listener refuses clients outside the allow-list and wraps the others in
+// the stability tap.
+type listener struct {
+	net.Listener
+	g *Gateway
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	g := l.g
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if !allowed(g.opts.Allow, c.RemoteAddr()) {
+			g.refused.Add(1)
+			g.opts.Logf("nfs: refused %s: not in the allow-list", c.RemoteAddr())
+			c.Close()
+			continue
+		}
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			c.Close()
+			return nil, net.ErrClosed
+		}
+		tc := &trackedConn{tapConn: newTapConn(c, g.syncFile, g.count), g: g}
+		g.conns[tc] = struct{}{}
+		g.mu.Unlock()
+		return tc, nil
+	}
+}
+
+// trackedConn forgets itself when closed.
+type trackedConn struct {
+	*tapConn
+	g    *Gateway
+	once sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	err := c.tapConn.Close()
+	c.once.Do(func() {
+		c.g.mu.Lock()
+		delete(c.g.conns, c)
+		c.g.mu.Unlock()
+	})
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
