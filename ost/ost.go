@@ -1,5 +1,8 @@
 // Package ost is an object storage target: each object a sparse file under
-// the data directory, named by its FID and stripe index.
+// the data directory, named by its FID and stripe index, plus a small
+// index (index.go) of object owners and sizes and of the space granted to
+// clients (space.go). A write wholly inside blocks the object already has
+// is a rewrite: it costs no grant, no quota and no accounting (extent.go).
 package ost
 
 import (
@@ -8,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,7 +19,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -27,7 +35,31 @@ type Config struct {
 	DataDir string
 	// MaxOpenFiles bounds the cache of open object files.
 	MaxOpenFiles int
+	// MGS is MDT0's address, where the quota master runs. Empty: no quota
+	// limits are enforced (usage is still kept).
+	MGS string
+	// QuotaMaster, if set, is used instead of a connection to MGS (tests).
+	QuotaMaster proto.QuotaMaster
+	// QuotaRefresh is how often limits are reread from the master
+	// (default 10s; setquota also pokes every target).
+	QuotaRefresh time.Duration
+	// Capacity caps the bytes the OST allocates and promises; 0 means the
+	// disk's free space. It runs an OST "full" without filling a disk.
+	Capacity uint64
+	// GrantGrace is how long a disconnected client keeps its grant
+	// (default 30s); GrantIdle how long a connected one that allocates
+	// nothing does (default 5 minutes).
+	GrantGrace, GrantIdle time.Duration
+	// FiemapFail makes every FIEMAP call fail with EFAULT, so the
+	// allocated-range check takes its SEEK_DATA/SEEK_HOLE fallback: a test
+	// and benchmark knob. STRIPEFS_FIEMAP_FAIL=1 in the environment of the
+	// OST process sets it too.
+	FiemapFail bool
 }
+
+// FiemapFailEnv names the environment variable that sets
+// Config.FiemapFail for every OST a process opens.
+const FiemapFailEnv = "STRIPEFS_FIEMAP_FAIL"
 
 // OST is one running object storage target.
 type OST struct {
@@ -39,6 +71,20 @@ type OST struct {
 	fds   map[proto.ObjID]*list.Element
 	lru   *list.List // of *objFile, most recent at front
 	locks [64]sync.RWMutex
+	// alloc serialises the allocating writes of one object, so the blocks
+	// fstat shows after a write are that write's doing.
+	alloc [256]sync.Mutex
+
+	idx      *index
+	space    *space
+	ext      extentChecker
+	fiemap   atomic.Pointer[FiemapFunc]
+	quota    *proto.QuotaSlave
+	master   *rpc.Client // to the quota master, if any
+	nextConn atomic.Uint64
+	ctr      counters
+	stop     chan struct{}
+	bg       sync.WaitGroup
 }
 
 type objFile struct {
@@ -56,30 +102,132 @@ func Open(cfg Config) (*OST, error) {
 	if cfg.MaxOpenFiles == 0 {
 		cfg.MaxOpenFiles = 512
 	}
-	o := &OST{cfg: cfg, dir: filepath.Join(cfg.DataDir, "O"), fds: map[proto.ObjID]*list.Element{}, lru: list.New()}
-	if err := os.MkdirAll(o.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("ost%d: %w", cfg.Index, err)
+	if cfg.GrantGrace == 0 {
+		cfg.GrantGrace = 30 * time.Second
 	}
-	o.Srv = rpc.NewServer(fmt.Sprintf("ost%d", cfg.Index))
+	if cfg.GrantIdle == 0 {
+		cfg.GrantIdle = 5 * time.Minute
+	}
+	if cfg.QuotaRefresh == 0 {
+		cfg.QuotaRefresh = 10 * time.Second
+	}
+	if v := os.Getenv(FiemapFailEnv); v != "" && v != "0" {
+		cfg.FiemapFail = true
+	}
+	name := fmt.Sprintf("ost%d", cfg.Index)
+	o := &OST{cfg: cfg, dir: filepath.Join(cfg.DataDir, "O"), fds: map[proto.ObjID]*list.Element{}, lru: list.New(),
+		stop: make(chan struct{})}
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(o.dir, &st); err != nil {
+		return nil, fmt.Errorf("%s: statfs %s: %w", name, o.dir, err)
+	}
+	o.ext = extentChecker{fiemap: o.callFiemap, blockSize: uint64(max(st.Bsize, 512)), ctr: &o.ctr}
+	o.SetFiemapFail(cfg.FiemapFail)
+	if cfg.FiemapFail {
+		log.Printf("%s: FIEMAP made to fail (test knob): allocated-range checks use SEEK_DATA/SEEK_HOLE", name)
+	}
+	idx, clean, err := openIndex(filepath.Join(cfg.DataDir, "index"), name)
+	if err != nil {
+		return nil, err
+	}
+	o.idx = idx
+	if !clean {
+		if err := o.reconcile(); err != nil {
+			idx.abort()
+			return nil, err
+		}
+	}
+	o.space = newSpace(o, cfg.Capacity)
+	if err := o.space.load(); err != nil {
+		idx.abort()
+		return nil, fmt.Errorf("%s: load index: %w", name, err)
+	}
+	o.quota = &proto.QuotaSlave{Target: name, Kind: proto.QuotaBlocks, Usage: o.space.usageOf, Idle: 2 * time.Second}
+	switch {
+	case cfg.QuotaMaster != nil:
+		o.quota.Master = cfg.QuotaMaster
+	case cfg.MGS != "":
+		o.master = rpc.NewClient(cfg.MGS, name)
+		o.master.RetryFor = 10 * time.Second
+		o.quota.Master = rpcMaster{o.master}
+	default:
+		o.quota.Master = noMaster{}
+	}
+	o.Srv = rpc.NewServer(name)
 	o.register()
+	o.Srv.Counters = o.counters
+	ctx, cancel := context.WithCancel(context.Background())
+	o.bg.Add(2)
+	go func() {
+		defer o.bg.Done()
+		<-o.stop
+		cancel()
+	}()
+	go func() {
+		defer o.bg.Done()
+		o.quota.Run(ctx, cfg.QuotaRefresh, time.Second)
+	}()
+	o.bg.Add(1)
+	go o.reclaimer()
 	return o, nil
 }
 
-// Serve answers RPCs on l until Close.
-func (o *OST) Serve(l net.Listener) error { return o.Srv.Serve(l) }
+// reclaimer takes back the grants of departed and idle clients.
+func (o *OST) reclaimer() {
+	defer o.bg.Done()
+	t := time.NewTicker(max(min(o.cfg.GrantGrace/4, time.Second), 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+			o.space.reclaim(o.cfg.GrantGrace, o.cfg.GrantIdle)
+		}
+	}
+}
 
-// Close stops serving and closes every object file.
+// Serve answers RPCs on l until Close. Connections are tracked so that a
+// client's grant follows its connections (space.go).
+func (o *OST) Serve(l net.Listener) error {
+	return o.Srv.Serve(trackedListener{Listener: l, s: o.space})
+}
+
+// Close stops serving, closes every object file and marks the index clean.
 func (o *OST) Close() error {
 	o.Srv.Close()
+	close(o.stop)
+	o.bg.Wait()
+	if o.master != nil {
+		o.master.Close()
+	}
 	o.fdMu.Lock()
-	defer o.fdMu.Unlock()
 	for e := o.lru.Front(); e != nil; e = e.Next() {
 		e.Value.(*objFile).f.Close()
 	}
 	o.fds = map[proto.ObjID]*list.Element{}
 	o.lru.Init()
-	return nil
+	o.fdMu.Unlock()
+	return o.idx.close()
 }
+
+// SetFiemapFail makes FIEMAP fail with EFAULT (or work again), as
+// Config.FiemapFail.
+func (o *OST) SetFiemapFail(fail bool) {
+	f := FiemapFunc(ioctlFiemap)
+	if fail {
+		f = failingFiemap
+	}
+	o.fiemap.Store(&f)
+}
+
+// setFiemap replaces the FIEMAP call (tests).
+func (o *OST) setFiemap(f FiemapFunc) { o.fiemap.Store(&f) }
+
+func (o *OST) callFiemap(fd uintptr, buf *fiemapBuf) error { return (*o.fiemap.Load())(fd, buf) }
 
 // objPath spreads objects over 256 subdirectories by object id.
 func (o *OST) objPath(id proto.ObjID) string {
@@ -106,6 +254,12 @@ func parseObjName(name string) (proto.ObjID, bool) {
 // exclusively, against writes, which share it and run in parallel.
 func (o *OST) lock(id proto.ObjID) *sync.RWMutex {
 	return &o.locks[(uint64(id.FID.Oid)*31+uint64(id.Stripe))%uint64(len(o.locks))]
+}
+
+// allocLock is the mutex of id's allocating writes.
+func (o *OST) allocLock(id proto.ObjID) *sync.Mutex {
+	h := id.FID.Seq*0x9e3779b97f4a7c15 ^ uint64(id.FID.Oid)*0xbf58476d1ce4e5b9 ^ uint64(id.Stripe)*0x94d049bb133111eb
+	return &o.alloc[(h^h>>29)%uint64(len(o.alloc))]
 }
 
 // get returns an open file for id, creating the object when create is set.
@@ -203,8 +357,16 @@ func (o *OST) register() {
 	rpc.HandleFunc(s, proto.OStatfs, o.statfs)
 	rpc.HandleFunc(s, proto.OSync, o.sync)
 	rpc.HandleFunc(s, proto.OList, o.listObjects)
+	rpc.HandleFunc(s, proto.OQuotaGet, o.quotaGet)
+	rpc.HandleFunc(s, proto.OSetParam, o.setParam)
 }
 
+// write stores the request's bulk at its offset. A write wholly inside
+// blocks the object already has (a rewrite) goes straight to the file:
+// no lock beyond the object's shared one, no grant, no quota, no index
+// update. Any other write is admitted against quota and space first
+// (EDQUOT or ENOSPC before a byte is written) and charged afterwards with
+// what fstat shows it allocated.
 func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	var req proto.OWriteReq
 	if err := r.Decode(&req); err != nil {
@@ -213,6 +375,7 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	if req.Off > 1<<50 {
 		return rpc.Reply{}, o.errorf("write", req.Obj, syscall.EFBIG)
 	}
+	o.space.bind(r.Peer, req.Grant.Client)
 	mu := o.lock(req.Obj)
 	mu.RLock()
 	defer mu.RUnlock()
@@ -221,10 +384,55 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
 	defer o.put(of)
-	if _, err := of.f.WriteAt(r.Bulk, int64(req.Off)); err != nil {
+	end := req.Off + uint64(len(r.Bulk))
+	est, known := o.ext.unallocated(of.f, req.Off, end)
+	if known && est == 0 {
+		o.ctr.rewritesSkipped.Add(1)
+		if _, err := of.f.WriteAt(r.Bulk, int64(req.Off)); err != nil {
+			return rpc.Reply{}, o.errorf("write", req.Obj, err)
+		}
+		return rpc.Reply{Msg: &proto.OWriteReply{Size: end}}, nil
+	}
+	return o.allocatingWrite(ctx, &req, r.Bulk, of, est)
+}
+
+// allocatingWrite is a write that may allocate up to est bytes. The
+// object's shared lock is held.
+func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []byte, of *objFile, est uint64) (rpc.Reply, error) {
+	am := o.allocLock(req.Obj)
+	am.Lock()
+	defer am.Unlock()
+	rec, had, err := o.idx.object(req.Obj)
+	if err != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
-	return rpc.Reply{Msg: &proto.OWriteReply{Size: req.Off + uint64(len(r.Bulk))}}, nil
+	owner := req.Grant.Owner
+	res, err := o.space.admit(ctx, req.Grant.Client, owner, est)
+	if err != nil {
+		return rpc.Reply{}, o.errorf("write", req.Obj, err)
+	}
+	if !had || rec.Owner != owner {
+		writeOwnerXattr(of.f, owner)
+	}
+	end := req.Off + uint64(len(data))
+	_, werr := of.f.WriteAt(data, int64(req.Off))
+	var st unix.Stat_t
+	after, size := rec.Bytes+est, max(rec.Size, end)
+	if err := unix.Fstat(int(of.f.Fd()), &st); err == nil {
+		after, size = uint64(st.Blocks)*512, uint64(st.Size)
+	} else if werr == nil {
+		werr = err
+	}
+	// Settle even after a failed write: it may have allocated some blocks.
+	grant, serr := o.space.settle(res, req.Obj, rec, had, after, size, req.Grant.Want)
+	if werr != nil {
+		return rpc.Reply{}, o.errorf("write", req.Obj, werr)
+	}
+	if serr != nil {
+		return rpc.Reply{}, o.errorf("write", req.Obj, serr)
+	}
+	o.ctr.newAllocations.Add(1)
+	return rpc.Reply{Msg: &proto.OWriteReply{Size: end, Grant: grant}}, nil
 }
 
 func (o *OST) read(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
@@ -283,8 +491,21 @@ func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
 		return nil, o.errorf("punch", r.Obj, err)
 	}
 	defer o.put(of)
+	rec, had, err := o.idx.object(r.Obj)
+	if err != nil {
+		return nil, o.errorf("punch", r.Obj, err)
+	}
 	if err := of.f.Truncate(int64(r.Size)); err != nil {
 		return nil, o.errorf("punch", r.Obj, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(of.f.Fd()), &st); err != nil {
+		return nil, o.errorf("punch", r.Obj, err)
+	}
+	if after := uint64(st.Blocks) * 512; had || after > 0 {
+		if err := o.space.shrink(r.Obj, rec, after, uint64(st.Size), false); err != nil {
+			return nil, o.errorf("punch", r.Obj, err)
+		}
 	}
 	return &proto.Empty{}, nil
 }
@@ -304,8 +525,17 @@ func (o *OST) destroy(ctx context.Context, r *proto.ODestroyReq) (any, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	o.forget(r.Obj)
+	rec, had, err := o.idx.object(r.Obj)
+	if err != nil {
+		return nil, o.errorf("destroy", r.Obj, err)
+	}
 	if err := os.Remove(o.objPath(r.Obj)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, o.errorf("destroy", r.Obj, err)
+	}
+	if had {
+		if err := o.space.shrink(r.Obj, rec, 0, 0, true); err != nil {
+			return nil, o.errorf("destroy", r.Obj, err)
+		}
 	}
 	return &proto.Empty{}, nil
 }
@@ -316,8 +546,16 @@ func (o *OST) statfs(ctx context.Context, _ *proto.Empty) (any, error) {
 		return nil, fmt.Errorf("ost%d: statfs: %v: %w", o.cfg.Index, err, syscall.EIO)
 	}
 	bs := uint64(st.Bsize)
-	return &proto.StatfsReply{Blocks: st.Blocks * bs, Bfree: st.Bfree * bs, Bavail: st.Bavail * bs,
-		Files: st.Files, Ffree: st.Ffree}, nil
+	out := &proto.StatfsReply{Blocks: st.Blocks * bs, Bfree: st.Bfree * bs, Files: st.Files, Ffree: st.Ffree}
+	sn := o.space.snapshot()
+	if sn.capacity > 0 {
+		out.Blocks = min(out.Blocks, sn.capacity)
+		out.Bfree = min(out.Bfree, sub(sn.capacity, sn.used))
+	}
+	// What a writer without a grant can still get: space promised to
+	// clients is not available to others (as Lustre's OSTs report it).
+	out.Bavail = sn.free
+	return out, nil
 }
 
 // sync makes the listed objects durable (fdatasync of each).

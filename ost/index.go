@@ -1,0 +1,304 @@
+package ost
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// The OST's index: a small Pebble database in DataDir/index holding one
+// record per object (owner, bytes allocated, size), the grant held by each
+// client, and a marker of clean shutdown. Totals per quota id and for the
+// whole OST are not stored: they are summed from the object records at
+// start, so there is no second copy to drift.
+//
+// Changes are committed without a WAL sync and made durable in groups by
+// a ticker, as the MDT does. What a crash loses is repaired at the next
+// start: when the clean marker is missing, every object file is stat'ed
+// and its record corrected (reconcile). The object's owner is also kept
+// in an extended attribute of the object file itself, written when the
+// object first allocates, so a record lost with the WAL tail can be
+// rebuilt from the file alone.
+
+// Key prefixes of the index.
+const (
+	kObject = 'o' // o fid-key stripe → objRecord
+	kGrant  = 'g' // g client → grantRecord
+	kMeta   = 'm' // m name → state
+)
+
+var keyClean = []byte("mclean")
+
+// ownerXattr holds an object's owner on the object file.
+const ownerXattr = "user.stripefs.owner"
+
+// objRecord is what the index knows of one object.
+type objRecord struct {
+	Owner proto.Owner
+	Bytes uint64 // allocated, as st_blocks*512 after the last change
+	Size  uint64
+}
+
+type grantRecord struct{ Grant uint64 }
+
+func objKey(id proto.ObjID) []byte {
+	k := id.FID.Key()
+	b := make([]byte, 0, 1+16+4)
+	b = append(b, kObject)
+	b = append(b, k[:]...)
+	return binary.BigEndian.AppendUint32(b, id.Stripe)
+}
+
+func parseObjKey(k []byte) (proto.ObjID, bool) {
+	if len(k) != 21 || k[0] != kObject {
+		return proto.ObjID{}, false
+	}
+	fid, err := proto.FIDFromKey(k[1:17])
+	if err != nil {
+		return proto.ObjID{}, false
+	}
+	return proto.ObjID{FID: fid, Stripe: binary.BigEndian.Uint32(k[17:])}, true
+}
+
+func grantKey(client uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{kGrant}, client)
+}
+
+// index wraps the database.
+type index struct {
+	db    *pebble.DB
+	name  string // "ost3", for errors
+	dirty atomic.Bool
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func openIndex(dir, name string) (*index, bool, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, false, fmt.Errorf("%s: index: %w", name, err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: open index %s: %w", name, dir, err)
+	}
+	x := &index{db: db, name: name, stop: make(chan struct{}), done: make(chan struct{})}
+	_, closer, err := db.Get(keyClean)
+	clean := err == nil
+	if clean {
+		closer.Close()
+		// From now on a crash must be noticed: the marker goes before
+		// anything changes.
+		if err := db.Delete(keyClean, pebble.Sync); err != nil {
+			db.Close()
+			return nil, false, fmt.Errorf("%s: index: %w", name, err)
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		db.Close()
+		return nil, false, fmt.Errorf("%s: index: %w", name, err)
+	}
+	go x.committer(100 * time.Millisecond)
+	return x, clean, nil
+}
+
+// committer syncs the WAL every interval when something was committed.
+func (x *index) committer(every time.Duration) {
+	defer close(x.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-x.stop:
+			return
+		case <-t.C:
+			x.sync()
+		}
+	}
+}
+
+func (x *index) sync() {
+	if x.dirty.Swap(false) {
+		if err := x.db.LogData(nil, pebble.Sync); err != nil {
+			log.Printf("%s: index group commit: %v", x.name, err)
+		}
+	}
+}
+
+// commit applies b without waiting for a WAL sync.
+func (x *index) commit(b *pebble.Batch) error {
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("%s: index commit: %v: %w", x.name, err, syscall.EIO)
+	}
+	x.dirty.Store(true)
+	return nil
+}
+
+// abort closes the index without marking it clean, so the next start
+// reconciles it (an Open that failed half way).
+func (x *index) abort() {
+	close(x.stop)
+	<-x.done
+	x.db.Close()
+}
+
+// close syncs, marks the index clean and closes it.
+func (x *index) close() error {
+	close(x.stop)
+	<-x.done
+	if err := x.db.Set(keyClean, nil, pebble.Sync); err != nil {
+		log.Printf("%s: index: mark clean: %v", x.name, err)
+	}
+	return x.db.Close()
+}
+
+func (x *index) object(id proto.ObjID) (objRecord, bool, error) {
+	var r objRecord
+	v, closer, err := x.db.Get(objKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("%s: index: object %s: %v: %w", x.name, id, err, syscall.EIO)
+	}
+	defer closer.Close()
+	if err := wire.Unmarshal(v, &r); err != nil {
+		return r, false, fmt.Errorf("%s: index: object %s corrupt: %v: %w", x.name, id, err, syscall.EIO)
+	}
+	return r, true, nil
+}
+
+// scan calls fn for every object record and every grant record.
+func (x *index) scan(obj func(proto.ObjID, objRecord), grant func(uint64, uint64)) error {
+	it, err := x.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kGrant}, UpperBound: []byte{kObject + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		switch k[0] {
+		case kObject:
+			id, ok := parseObjKey(k)
+			var r objRecord
+			if !ok || wire.Unmarshal(it.Value(), &r) != nil {
+				log.Printf("%s: index: skipping a corrupt object record %x", x.name, k)
+				continue
+			}
+			obj(id, r)
+		case kGrant:
+			var g grantRecord
+			if len(k) != 9 || wire.Unmarshal(it.Value(), &g) != nil {
+				log.Printf("%s: index: skipping a corrupt grant record %x", x.name, k)
+				continue
+			}
+			grant(binary.BigEndian.Uint64(k[1:]), g.Grant)
+		}
+	}
+	return it.Error()
+}
+
+// reconcile makes the object records agree with the object files after an
+// unclean stop: sizes and blocks from fstat, records for files the index
+// lost (owner from the file's xattr), no records for files that are gone.
+// The grants are kept as recorded: at worst they are a group commit old.
+func (o *OST) reconcile() error {
+	start := time.Now()
+	recs := map[proto.ObjID]objRecord{}
+	if err := o.idx.scan(func(id proto.ObjID, r objRecord) { recs[id] = r }, func(uint64, uint64) {}); err != nil {
+		return fmt.Errorf("ost%d: reconcile: %w", o.cfg.Index, err)
+	}
+	b := o.idx.db.NewBatch()
+	var fixed, added, dropped int
+	subs, err := os.ReadDir(o.dir)
+	if err != nil {
+		return fmt.Errorf("ost%d: reconcile: %w", o.cfg.Index, err)
+	}
+	seen := map[proto.ObjID]bool{}
+	for _, s := range subs {
+		ents, err := os.ReadDir(filepath.Join(o.dir, s.Name()))
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			id, ok := parseObjName(e.Name())
+			if !ok {
+				continue
+			}
+			var st unix.Stat_t
+			p := filepath.Join(o.dir, s.Name(), e.Name())
+			if err := unix.Stat(p, &st); err != nil {
+				continue
+			}
+			seen[id] = true
+			r, had := recs[id]
+			if !had {
+				r.Owner = readOwnerXattr(p)
+			}
+			nb, ns := uint64(st.Blocks)*512, uint64(st.Size)
+			if had && r.Bytes == nb && r.Size == ns {
+				continue
+			}
+			r.Bytes, r.Size = nb, ns
+			b.Set(objKey(id), wire.Marshal(nil, &r), nil)
+			if had {
+				fixed++
+			} else {
+				added++
+			}
+		}
+	}
+	for id := range recs {
+		if !seen[id] {
+			b.Delete(objKey(id), nil)
+			dropped++
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("ost%d: reconcile: commit: %w", o.cfg.Index, err)
+	}
+	if len(seen)+dropped > 0 {
+		log.Printf("ost%d: index reconciled with the object files (unclean stop or new index) in %v: %d objects, %d corrected, %d added, %d dropped",
+			o.cfg.Index, time.Since(start).Round(time.Millisecond), len(seen), fixed, added, dropped)
+	}
+	return nil
+}
+
+// readOwnerXattr reads the owner an object file was created for; the zero
+// owner (root) when the file has none.
+func readOwnerXattr(path string) proto.Owner {
+	var ow proto.Owner
+	buf := make([]byte, 64)
+	n, err := unix.Getxattr(path, ownerXattr, buf)
+	if err == nil {
+		_ = wire.Unmarshal(buf[:n], &ow)
+	}
+	return ow
+}
+
+// writeOwnerXattr records the owner on the object file. Failure is not an
+// error: the index has it, and only a crash that also loses the index
+// record needs the xattr.
+func writeOwnerXattr(f *os.File, ow proto.Owner) {
+	_ = unix.Fsetxattr(int(f.Fd()), ownerXattr, wire.Marshal(nil, &ow), 0)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	log.Printf("pebble: "+format, args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	log.Fatalf("pebble: "+format, args...)
+}

@@ -1,0 +1,478 @@
+package ost
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// space is the OST's accounting of bytes: allocated to objects (used),
+// promised to clients and not yet used (granted), and reserved by
+// allocating writes in flight (pending). What the OST can still promise is
+//
+//	free = min(capacity − used, disk available) − granted − pending
+//
+// and grants are only ever taken out of free, so the OST never promises
+// more space than it has. A write that allocates takes its space from the
+// writing client's grant first and from free for the rest; if free cannot
+// cover the rest the write fails with ENOSPC before a byte is written.
+//
+// Per-id block usage (user, group, project) lives here too, beside the
+// bytes it counts, under the same lock.
+type space struct {
+	o *OST
+
+	mu       sync.Mutex
+	capacity uint64 // 0: the disk's
+	used     uint64
+	granted  uint64
+	pending  uint64
+	usage    map[proto.QuotaKey]uint64 // allocated bytes per id
+	qpending map[proto.QuotaKey]uint64 // reserved by writes in flight, per id
+	clients  map[uint64]*grantee
+	byConn   map[uint64]map[uint64]struct{} // connection → clients that wrote on it
+	seq      uint64
+	bound    sync.Map // connClient → struct{}: fast path of bind
+}
+
+// grantee is one client's grant.
+type grantee struct {
+	id        uint64
+	grant     uint64
+	conns     int       // live connections it wrote on
+	gone      time.Time // when the last one went away; zero while connected
+	lastAlloc time.Time
+}
+
+type connClient struct{ conn, client uint64 }
+
+func newSpace(o *OST, capacity uint64) *space {
+	return &space{o: o, capacity: capacity, usage: map[proto.QuotaKey]uint64{}, qpending: map[proto.QuotaKey]uint64{},
+		clients: map[uint64]*grantee{}, byConn: map[uint64]map[uint64]struct{}{}}
+}
+
+// load sums the object records and restores the grants. Every client
+// starts disconnected: one that does not come back within the grace
+// period loses its grant.
+func (s *space) load() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	return s.o.idx.scan(func(_ proto.ObjID, r objRecord) {
+		s.used += r.Bytes
+		for _, k := range r.Owner.Keys() {
+			s.usage[k] += r.Bytes
+		}
+	}, func(client, grant uint64) {
+		s.clients[client] = &grantee{id: client, grant: grant, gone: now, lastAlloc: now}
+		s.granted += grant
+	})
+}
+
+// diskAvail is what the filesystem under the OST has for unprivileged
+// writers.
+func (s *space) diskAvail() uint64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(s.o.dir, &st); err != nil {
+		return 0 // promise nothing we cannot see
+	}
+	return st.Bavail * uint64(st.Bsize)
+}
+
+// freeLocked is what the OST can still promise. s.mu is held.
+func (s *space) freeLocked() uint64 {
+	avail := s.diskAvail()
+	if s.capacity > 0 {
+		left := uint64(0)
+		if s.capacity > s.used {
+			left = s.capacity - s.used
+		}
+		avail = min(avail, left)
+	}
+	taken := s.granted + s.pending
+	if avail <= taken {
+		return 0
+	}
+	return avail - taken
+}
+
+// usageOf is an id's usage with the writes in flight, as the quota slave
+// must see it.
+func (s *space) usageOf(k proto.QuotaKey) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage[k] + s.qpending[k]
+}
+
+// reservation is an admitted allocating write.
+type reservation struct {
+	client    *grantee // nil for a write without a grant
+	owner     proto.Owner
+	est       uint64
+	fromGrant uint64
+}
+
+// admit reserves est bytes for a write by client on behalf of owner:
+// quota first (asking the master for allowance when needed, without
+// holding the lock), then space. It fails with EDQUOT or ENOSPC.
+func (s *space) admit(ctx context.Context, client uint64, owner proto.Owner, est uint64) (*reservation, error) {
+	keys := owner.Keys()
+	for attempt := 0; ; attempt++ {
+		s.mu.Lock()
+		short := -1
+		for i, k := range keys {
+			if !s.o.quota.Within(k, s.usage[k]+s.qpending[k]+est) {
+				short = i
+				break
+			}
+		}
+		if short >= 0 {
+			k := keys[short]
+			usage := s.usage[k] + s.qpending[k]
+			s.mu.Unlock()
+			if attempt >= 4 { // others keep taking what we acquire
+				s.o.ctr.edquot.Add(1)
+				return nil, fmt.Errorf("ost%d: quota %s: %w", s.o.cfg.Index, k, syscall.EDQUOT)
+			}
+			if err := s.o.quota.Acquire(ctx, k, usage, est); err != nil {
+				if isErrno(err, syscall.EDQUOT) {
+					s.o.ctr.edquot.Add(1)
+				}
+				return nil, err
+			}
+			continue
+		}
+		g := s.clients[client]
+		var fromGrant uint64
+		if g != nil {
+			fromGrant = min(est, g.grant)
+		}
+		if rest := est - fromGrant; rest > 0 && rest > s.freeLocked() {
+			s.mu.Unlock()
+			s.o.ctr.enospc.Add(1)
+			return nil, fmt.Errorf("ost%d: %d bytes to allocate, %d covered by grant, no space for the rest: %w",
+				s.o.cfg.Index, est, fromGrant, syscall.ENOSPC)
+		}
+		if g != nil {
+			g.grant -= fromGrant
+			s.granted -= fromGrant
+		}
+		s.pending += est
+		for _, k := range keys {
+			s.qpending[k] += est
+		}
+		s.mu.Unlock()
+		return &reservation{client: g, owner: owner, est: est, fromGrant: fromGrant}, nil
+	}
+}
+
+// settle ends an allocating write: the object now has after bytes
+// allocated and size bytes. The change from the record is charged to the
+// owner (the record moves to the write's owner first if the file changed
+// hands: a lazy chown). The grant the write took is reduced to what it
+// really allocated, the client's grant is topped up towards want, and the
+// object and grant records are committed together. It returns the
+// client's new grant.
+func (s *space) settle(res *reservation, id proto.ObjID, rec objRecord, had bool, after, size, want uint64) (proto.GrantReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending -= res.est
+	for _, k := range res.owner.Keys() {
+		s.qpending[k] -= res.est
+	}
+	if had && rec.Owner != res.owner {
+		for _, k := range rec.Owner.Keys() {
+			s.usage[k] = sub(s.usage[k], rec.Bytes)
+		}
+		for _, k := range res.owner.Keys() {
+			s.usage[k] += rec.Bytes
+		}
+		s.o.ctr.ownerChanges.Add(1)
+	}
+	rec.Owner = res.owner
+	if after >= rec.Bytes {
+		d := after - rec.Bytes
+		s.used += d
+		for _, k := range res.owner.Keys() {
+			s.usage[k] += d
+		}
+		s.o.ctr.allocatedBytes.Add(int64(d))
+		if g := res.client; g != nil {
+			// Grant taken beyond what was allocated goes back to it.
+			used := min(res.fromGrant, d)
+			g.grant += res.fromGrant - used
+			s.granted += res.fromGrant - used
+			s.o.ctr.grantUsed.Add(int64(used))
+		}
+	} else {
+		s.release(rec.Owner, rec.Bytes-after)
+		if g := res.client; g != nil {
+			g.grant += res.fromGrant
+			s.granted += res.fromGrant
+		}
+	}
+	rec.Bytes, rec.Size = after, size
+	b := s.o.idx.db.NewBatch()
+	b.Set(objKey(id), wire.Marshal(nil, &rec), nil)
+	var reply proto.GrantReply
+	if g := res.client; g != nil {
+		g.lastAlloc = time.Now()
+		s.topUp(g, want)
+		s.seq++
+		reply = proto.GrantReply{Grant: g.grant, Seq: s.seq}
+		b.Set(grantKey(g.id), wire.Marshal(nil, &grantRecord{Grant: g.grant}), nil)
+	}
+	// Committed under s.mu: records of the same client or object land in
+	// the order their values were computed.
+	return reply, s.o.idx.commit(b)
+}
+
+// maxGrant bounds what one client may hold on one OST.
+const maxGrant = 1 << 30
+
+// topUp moves g's grant towards want: up by at most half of what is free
+// (so grants shrink as the OST fills and a new client always finds some
+// space), down to want when it holds more. s.mu is held.
+func (s *space) topUp(g *grantee, want uint64) {
+	want = min(want, maxGrant)
+	switch {
+	case g.grant < want:
+		give := min(want-g.grant, s.freeLocked()/2)
+		g.grant += give
+		s.granted += give
+		s.o.ctr.grantGiven.Add(int64(give))
+	case g.grant > want:
+		back := g.grant - want
+		g.grant -= back
+		s.granted -= back
+		s.o.ctr.grantReturned.Add(int64(back))
+	}
+}
+
+// release frees n bytes of owner's allocation. s.mu is held.
+func (s *space) release(owner proto.Owner, n uint64) {
+	s.used = sub(s.used, n)
+	for _, k := range owner.Keys() {
+		s.usage[k] = sub(s.usage[k], n)
+		s.o.quota.Release(k) // another OST may need the quota now
+	}
+	s.o.ctr.freedBytes.Add(int64(n))
+}
+
+// shrink records that an object (punch, destroy) now has after bytes
+// allocated; after ≤ the record's. A destroyed object's record is
+// deleted.
+func (s *space) shrink(id proto.ObjID, rec objRecord, after, size uint64, destroyed bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.o.idx.db.NewBatch()
+	if after < rec.Bytes {
+		s.release(rec.Owner, rec.Bytes-after)
+	} else {
+		d := after - rec.Bytes // punch never allocates, but be exact
+		s.used += d
+		for _, k := range rec.Owner.Keys() {
+			s.usage[k] += d
+		}
+	}
+	if destroyed {
+		b.Delete(objKey(id), nil)
+	} else {
+		rec.Bytes, rec.Size = after, size
+		b.Set(objKey(id), wire.Marshal(nil, &rec), nil)
+	}
+	return s.o.idx.commit(b)
+}
+
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+// bind notes that client wrote on connection conn (from the request's
+// peer address), so its grant is kept while it is connected.
+func (s *space) bind(peer string, client uint64) {
+	conn := connOf(peer)
+	if client == 0 || conn == 0 {
+		return
+	}
+	key := connClient{conn, client}
+	if _, ok := s.bound.Load(key); ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := s.byConn[conn]
+	if cs == nil {
+		cs = map[uint64]struct{}{}
+		s.byConn[conn] = cs
+	}
+	if _, ok := cs[client]; !ok {
+		cs[client] = struct{}{}
+		g := s.clients[client]
+		if g == nil {
+			g = &grantee{id: client, lastAlloc: time.Now()}
+			s.clients[client] = g
+		}
+		g.conns++
+		g.gone = time.Time{}
+	}
+	s.bound.Store(key, struct{}{})
+}
+
+// connClosed is called when a connection ends: its clients with no other
+// connection start their grace period.
+func (s *space) connClosed(conn uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for client := range s.byConn[conn] {
+		s.bound.Delete(connClient{conn, client})
+		if g := s.clients[client]; g != nil {
+			g.conns--
+			if g.conns <= 0 {
+				g.conns, g.gone = 0, now
+			}
+		}
+	}
+	delete(s.byConn, conn)
+}
+
+// reclaim takes back the grants of clients gone for longer than grace
+// (disconnected or evicted) and of connected clients that have not
+// allocated for idle. Their records go in one batch.
+func (s *space) reclaim(grace, idle time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.o.idx.db.NewBatch()
+	n := 0
+	for id, g := range s.clients {
+		switch {
+		case g.conns == 0 && !g.gone.IsZero() && time.Since(g.gone) >= grace:
+			s.granted -= g.grant
+			s.o.ctr.grantReturned.Add(int64(g.grant))
+			s.o.ctr.grantEvictions.Add(1)
+			delete(s.clients, id)
+			b.Delete(grantKey(id), nil)
+			n++
+		case g.grant > 0 && idle > 0 && time.Since(g.lastAlloc) >= idle:
+			s.granted -= g.grant
+			s.o.ctr.grantReturned.Add(int64(g.grant))
+			s.o.ctr.grantShrinks.Add(1)
+			g.grant = 0
+			s.seq++
+			b.Set(grantKey(id), wire.Marshal(nil, &grantRecord{}), nil)
+			n++
+		}
+	}
+	if n > 0 {
+		if err := s.o.idx.commit(b); err != nil {
+			log.Printf("ost%d: reclaim grants: %v", s.o.cfg.Index, err)
+		}
+	}
+}
+
+// snapshot is the space accounting for stats and statfs.
+type spaceSnapshot struct {
+	capacity, used, granted, pending, free uint64
+	clients                                int
+}
+
+func (s *space) snapshot() spaceSnapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return spaceSnapshot{capacity: s.capacity, used: s.used, granted: s.granted, pending: s.pending,
+		free: s.freeLocked(), clients: len(s.clients)}
+}
+
+// grantOf is the grant held by client (tests).
+func (s *space) grantOf(client uint64) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.clients[client]; g != nil {
+		return g.grant
+	}
+	return 0
+}
+
+// Connection tracking. The rpc server knows nothing of grants; the OST
+// wraps its listener so that every connection carries an id in its remote
+// address (which the rpc layer reports as Request.Peer) and reports its
+// close.
+
+type trackedListener struct {
+	net.Listener
+	s *space
+}
+
+func (l trackedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	id := l.s.o.nextConn.Add(1)
+	closed := func() { l.s.connClosed(id) }
+	// A *net.TCPConn is embedded as such, so the rpc layer's writev
+	// (net.Buffers) still reaches it.
+	if tc, ok := c.(*net.TCPConn); ok {
+		return &trackedTCPConn{TCPConn: tc, id: id, closed: closed}, nil
+	}
+	return &trackedConn{Conn: c, id: id, closed: closed}, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	id     uint64
+	once   sync.Once
+	closed func()
+}
+
+func (c *trackedConn) RemoteAddr() net.Addr { return connAddr{c.Conn.RemoteAddr(), c.id} }
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.closed)
+	return err
+}
+
+type trackedTCPConn struct {
+	*net.TCPConn
+	id     uint64
+	once   sync.Once
+	closed func()
+}
+
+func (c *trackedTCPConn) RemoteAddr() net.Addr { return connAddr{c.TCPConn.RemoteAddr(), c.id} }
+func (c *trackedTCPConn) Close() error {
+	err := c.TCPConn.Close()
+	c.once.Do(c.closed)
+	return err
+}
+
+// connAddr is a remote address with the connection id appended: "addr#id".
+type connAddr struct {
+	net.Addr
+	id uint64
+}
+
+func (a connAddr) String() string { return a.Addr.String() + "#" + strconv.FormatUint(a.id, 10) }
+
+// connOf extracts the connection id from a peer address; 0 if none.
+func connOf(peer string) uint64 {
+	i := strings.LastIndexByte(peer, '#')
+	if i < 0 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(peer[i+1:], 10, 64)
+	return n
+}
