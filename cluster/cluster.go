@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/ost"
@@ -29,6 +30,9 @@ type Spec struct {
 	// InProc runs the servers on the in-process transport instead of TCP
 	// (for tests): same frames, no sockets.
 	InProc bool
+	// Unix puts the OSTs on Unix sockets in DataDir: file data then moves
+	// without the TCP stack, for a client on this same host.
+	Unix bool
 }
 
 // Cluster is a running set of servers.
@@ -80,14 +84,17 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	}
 	c := &Cluster{Spec: spec}
 	listen := func(name string) (net.Listener, error) {
-		if a := st.Addrs[name]; a != "" && !spec.InProc {
+		if a := st.Addrs[name]; a != "" && !spec.InProc && !strings.HasPrefix(a, "unix:") {
 			if l, err := rpc.Listen(a); err == nil {
 				return l, nil
 			}
 		}
 		addr := net.JoinHostPort(spec.Host, "0")
-		if spec.InProc {
+		switch {
+		case spec.InProc:
 			addr = "inproc:" + spec.DataDir + "/" + name
+		case spec.Unix && strings.HasPrefix(name, "ost"):
+			addr = "unix:" + filepath.Join(spec.DataDir, name+".sock")
 		}
 		l, err := rpc.Listen(addr)
 		if err == nil {
@@ -127,7 +134,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
-		o, err := ost.Open(ost.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name)})
+		o, err := ost.Open(ost.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS})
 		if err != nil {
 			l.Close()
 			c.Close()

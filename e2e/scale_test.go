@@ -155,7 +155,7 @@ func TestLargeStripedFile(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		var total int64
-		filepath.Walk(filepath.Join(c.Dir, fmt.Sprintf("ost%d", i)), func(_ string, fi os.FileInfo, _ error) error {
+		filepath.Walk(filepath.Join(c.Dir, fmt.Sprintf("ost%d", i), "O"), func(_ string, fi os.FileInfo, _ error) error {
 			if fi != nil && fi.Mode().IsRegular() {
 				total += fi.Size()
 			}

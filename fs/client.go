@@ -75,6 +75,8 @@ type Client struct {
 	semMu      sync.Mutex
 	sems       map[uint32]chan struct{}
 
+	identity *rpc.Client // UUID and XID counter every connection shares
+
 	// Stats counts this client's RPCs to all targets.
 	Stats    *rpc.Stats
 	counters counters
@@ -105,8 +107,10 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		files: map[proto.FID]*inodeState{}, Stats: rpc.NewStats(), stop: make(chan struct{}),
 		sems: map[uint32]chan struct{}{}}
 	c.memCond = sync.NewCond(&c.memMu)
+	c.identity = rpc.NewClient("", opts.Name)
 	go c.flusher()
 	c.mdts[0] = c.newRPC(opts.MGS)
+	c.mdts[0].Replay = true
 	if err := c.refreshConfig(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -116,6 +120,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 
 func (c *Client) newRPC(addr string) *rpc.Client {
 	r := rpc.NewClient(addr, c.opts.Name)
+	r.ShareIdentity(c.identity) // one caller to the servers, whatever the connection
 	r.RetryFor = c.opts.RetryFor
 	r.Stats = c.Stats
 	return r
@@ -143,6 +148,7 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 				old.Close()
 			}
 			c.mdts[t.Index] = c.newRPC(t.Addr)
+			c.mdts[t.Index].Replay = true
 		}
 	}
 	for _, t := range cfg.OSTs {
@@ -206,13 +212,15 @@ func (c *Client) target(ctx context.Context, kind string, idx uint32) (*rpc.Clie
 	}
 }
 
-// call sends one idempotent request, resending it when the connection
-// broke before the reply came (a restarted server).
-func (c *Client) call(ctx context.Context, r *rpc.Client, call *rpc.Call, idempotent bool) error {
+// call sends a request, resending it when the connection broke before the
+// reply came (a restarted server). A resend carries the first send's XID:
+// OST requests are idempotent, and an MDT recognises a resent change it
+// already made and answers it without doing it twice.
+func (c *Client) call(ctx context.Context, r *rpc.Client, call *rpc.Call) error {
 	deadline := time.Now().Add(c.opts.RetryFor)
 	for {
 		err := r.Do(ctx, call)
-		if err == nil || !idempotent || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
 			return asErrno(err)
 		}
 		select {
@@ -251,13 +259,15 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, r, &rpc.Call{Method: method, Req: req, Resp: resp}, idempotentMDT[method])
+	return c.call(ctx, r, &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]})
 }
 
-var idempotentMDT = map[uint16]bool{
-	proto.MLookup: true, proto.MGetattr: true, proto.MReadlink: true, proto.MReaddir: true,
-	proto.MGetxattr: true, proto.MListxattr: true, proto.MStatfs: true, proto.MSync: true,
-	proto.MSetattr: true, proto.MSetxattr: true,
+// changes are the MDT methods a client replays if the MDT restarts before
+// committing them.
+var changes = map[uint16]bool{
+	proto.MSetattr: true, proto.MCreate: true, proto.MMkdir: true, proto.MSymlink: true,
+	proto.MUnlink: true, proto.MRename: true, proto.MLink: true, proto.MSetxattr: true,
+	proto.MRemovexattr: true, proto.MOpen: true, proto.MClose: true,
 }
 
 // Errno extracts the errno of an error from this package (EIO if none).

@@ -308,7 +308,7 @@ func (c *Client) ostDo(ctx context.Context, ost uint32, call *rpc.Call) error {
 	if err != nil {
 		return err
 	}
-	if err := c.call(ctx, r, call, true); err != nil {
+	if err := c.call(ctx, r, call); err != nil {
 		return fmt.Errorf("ost%d: %w", ost, err)
 	}
 	return nil

@@ -20,6 +20,9 @@ func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto
 	if err := c.mdtCall(ctx, dir, proto.MLookup, &proto.LookupReq{Parent: dir, Name: name}, &r); err != nil {
 		return nil, err
 	}
+	if r.Remote { // a directory on another MDT: it has the attributes
+		return c.Getattr(ctx, r.Attr.FID)
+	}
 	c.overlay(&r.Attr)
 	return &r.Attr, nil
 }
@@ -123,7 +126,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 // Mkdir makes a directory.
 func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uint32, who Caller) (*proto.Attr, error) {
 	var r proto.AttrReply
-	err := c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who}, &r)
+	err := c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who, MDT: -1}, &r)
 	if err != nil {
 		return nil, err
 	}
@@ -323,6 +326,17 @@ func (c *Client) Statfs(ctx context.Context) (*proto.StatfsReply, error) {
 // SyncMDT forces a commit on the MDT that owns fid.
 func (c *Client) SyncMDT(ctx context.Context, fid proto.FID) error {
 	return c.mdtCall(ctx, fid, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+}
+
+// SyncAllMDTs forces a commit on every MDT: a directory's fsync covers the
+// MDTs its distributed operations touched, which may be any of them.
+func (c *Client) SyncAllMDTs(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, t := range c.Config().MDTs {
+		fid := proto.FID{Seq: proto.MDTSeq(int(t.Index), 1)}
+		g.Go(func() error { return c.SyncMDT(gctx, fid) })
+	}
+	return g.Wait()
 }
 
 func nowNs() int64 { return time.Now().UnixNano() }

@@ -9,7 +9,6 @@ import (
 	"github.com/stripefs/stripefs/fs/extent"
 	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/rpc"
 )
 
 // The write-back cache. A file's dirty data is kept in chunks: aligned
@@ -188,11 +187,15 @@ func (c *Client) sendChunk(fid proto.FID, lay proto.Layout, size int64, ch *chun
 	defer func() { <-sem }()
 	ctx := context.Background()
 	for _, r := range ch.dirty.Ranges() {
-		call := &rpc.Call{Method: proto.OWrite, Req: &proto.OWriteReq{Obj: obj, Off: m.ObjOff + uint64(r.Start)},
-			Resp: &proto.OWriteReply{}, BulkOut: [][]byte{ch.buf[r.Start:r.End]}}
-		if err := c.ostDo(ctx, ost, call); err != nil {
+		// The write carries owner and grant request (grant.go).
+		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(r.Start), ch.buf[r.Start:r.End])
+		if err == nil {
+			err = c.ostDo(ctx, ost, call)
+		}
+		if err != nil {
 			return fmt.Errorf("flush %s at %d: %w", fid, ch.idx*size+r.Start, err)
 		}
+		c.noteGrant(ost, call)
 	}
 	return nil
 }

@@ -15,6 +15,17 @@ type inode struct {
 	Target string
 	// DefLayout is a directory's default layout for new files.
 	DefLayout proto.Layout
+	// DefDir is a directory's default for new subdirectories
+	// (setdirstripe -D): which MDT they go to.
+	DefDir DirLayout
+}
+
+// DirLayout places directories: on MDT Index, or spread round-robin over
+// the MDTs when Index is -1. Set says a default exists.
+type DirLayout struct {
+	Set   bool
+	Index int32
+	Count uint32 // stripe count; striped directories are not built yet, so 1
 }
 
 type dirent struct {

@@ -42,6 +42,16 @@ type Config struct {
 	// CommitInterval groups commits: changes are applied and answered at
 	// once and made durable together this often (fsync forces it sooner).
 	CommitInterval time.Duration
+	// RemoteSync forces a synchronous commit of every cross-MDT operation,
+	// as Lustre's osd_sync on lock cancel did. Atomicity does not need it.
+	RemoteSync bool
+	// RecoveryWindow bounds how long a restarted MDT waits for its peers'
+	// update logs before serving clients (default 15s).
+	RecoveryWindow time.Duration
+	// TxnAskAfter is how old a record held as a participant must be before
+	// its coordinator is asked whether it lost its part (default 5s; the
+	// answer is safe at any age, asking early only wastes RPCs).
+	TxnAskAfter time.Duration
 }
 
 // MDT is one running metadata target.
@@ -55,12 +65,28 @@ type MDT struct {
 	seq   seqState
 	opens map[proto.FID]int
 
-	rr     atomic.Uint32 // round-robin start OST for new layouts
-	inodes atomic.Int64  // inodes in use, for statfs
-	dirty  atomic.Bool
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	lastTransno atomic.Uint64 // of the last change applied
+	committed   atomic.Uint64 // highest transno known durable
+	rr          atomic.Uint32 // round-robin start OST for new layouts
+	rrDir       atomic.Uint32 // round-robin MDT for new directories
+	inodes      atomic.Int64  // inodes in use, for statfs
+	dirty       atomic.Bool
+	stop        chan struct{}
+	wg          sync.WaitGroup
 
+	// Distributed namespace state (dne.go).
+	epoch      uint32
+	opSeq      uint64              // guarded by mu
+	pending    map[string]struct{} // names reserved by running operations; guarded by mu
+	remoteSync atomic.Bool
+	peerMu     sync.Mutex
+	peers      map[uint32]*rpc.Client
+	recovered  chan struct{} // closed when start-up recovery is over
+	ctr        struct {
+		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends atomic.Int64
+	}
+
+	quota    *quotaState // quota.go
 	mgs      *mgs        // MDT0 only
 	mgsConn  *rpc.Client // others: to MDT0
 	cfgMu    sync.Mutex
@@ -82,6 +108,12 @@ func Open(cfg Config) (*MDT, error) {
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = 100 * time.Millisecond
 	}
+	if cfg.RecoveryWindow == 0 {
+		cfg.RecoveryWindow = 15 * time.Second
+	}
+	if cfg.TxnAskAfter == 0 {
+		cfg.TxnAskAfter = 5 * time.Second
+	}
 	opts := &pebble.Options{Logger: quietLogger{}}
 	dir := filepath.Join(cfg.DataDir, "db")
 	if cfg.FS != nil {
@@ -93,13 +125,29 @@ func Open(cfg Config) (*MDT, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
-	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{})}
+	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{}),
+		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}}
+	m.remoteSync.Store(cfg.RemoteSync)
 	if err := m.load(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if err := m.loadTransno(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mdt%d: transno: %w", cfg.Index, err)
+	}
+	if err := m.loadEpoch(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mdt%d: epoch: %w", cfg.Index, err)
+	}
 	m.Srv = rpc.NewServer(fmt.Sprintf("mdt%d", cfg.Index))
+	m.Srv.Committed = m.committed.Load
 	m.register()
+	m.registerDNE()
+	m.registerFsck()
+	m.resendable()
+	m.recovered = make(chan struct{})
+	m.gateRecovery()
 	if cfg.Index == 0 {
 		if m.mgs, err = openMGS(m); err != nil {
 			db.Close()
@@ -108,8 +156,14 @@ func Open(cfg Config) (*MDT, error) {
 	} else {
 		m.mgsConn = rpc.NewClient(cfg.MGS, m.Srv.Name)
 	}
-	m.wg.Add(1)
+	if err := m.openQuota(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	m.wg.Add(2)
 	go m.committer()
+	go m.sweeper()
+	go m.recoverFromPeers()
 	return m, nil
 }
 
@@ -189,14 +243,26 @@ func (m *MDT) dropOrphans() error {
 // Serve answers RPCs on l until Close.
 func (m *MDT) Serve(l net.Listener) error { return m.Srv.Serve(l) }
 
-// Close stops serving and closes the database after a final commit.
-func (m *MDT) Close() error {
+// halt stops serving and every background task without a final commit:
+// what a crash does, for tests that then take the filesystem's crash image.
+func (m *MDT) halt() {
 	m.Srv.Close()
 	close(m.stop)
 	m.wg.Wait()
+	m.closeQuota()
+}
+
+// Close stops serving and closes the database after a final commit.
+func (m *MDT) Close() error {
+	m.halt()
 	if m.mgsConn != nil {
 		m.mgsConn.Close()
 	}
+	m.peerMu.Lock()
+	for _, c := range m.peers {
+		c.Close()
+	}
+	m.peerMu.Unlock()
 	if err := m.db.LogData(nil, pebble.Sync); err != nil {
 		log.Printf("mdt%d: final commit: %v", m.cfg.Index, err)
 	}
@@ -210,13 +276,17 @@ func (m *MDT) committer() {
 	defer m.wg.Done()
 	t := time.NewTicker(m.cfg.CommitInterval)
 	defer t.Stop()
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
+		case <-prune.C:
+			m.pruneDone()
 		case <-t.C:
 			if m.dirty.Swap(false) {
-				if err := m.db.LogData(nil, pebble.Sync); err != nil {
+				if err := m.Sync(); err != nil {
 					log.Printf("mdt%d: group commit: %v", m.cfg.Index, err)
 				}
 			}
@@ -230,7 +300,9 @@ func (m *MDT) commit(b *pebble.Batch, sync bool) error {
 	if sync {
 		opt = pebble.Sync
 	}
-	if err := b.Commit(opt); err != nil {
+	err := b.Commit(opt)
+	m.quotaCommitted(b, err == nil)
+	if err != nil {
 		return fmt.Errorf("mdt%d: commit: %v: %w", m.cfg.Index, err, syscall.EIO)
 	}
 	if !sync {
@@ -304,6 +376,7 @@ func (m *MDT) allocFID(b *pebble.Batch) (proto.FID, error) {
 // newInode stores a freshly allocated inode.
 func (m *MDT) newInode(b *pebble.Batch, n *inode) {
 	m.inodes.Add(1)
+	m.quotaCharge(b, n)
 	m.putInode(b, n)
 }
 
@@ -316,6 +389,7 @@ func (m *MDT) putInode(b *pebble.Batch, n *inode) {
 // pay for all of them.
 func (m *MDT) deleteInode(b *pebble.Batch, f proto.FID) {
 	m.inodes.Add(-1)
+	m.quotaUncharge(b, f)
 	b.Delete(inodeKey(f), nil)
 	p := xattrPrefix(f)
 	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
@@ -340,12 +414,21 @@ func (m *MDT) dirEmpty(dir proto.FID) (bool, error) {
 	return !it.First(), nil
 }
 
-// Sync makes every applied change durable.
+// Sync makes every applied change durable and advances the committed
+// transno that replies carry.
 func (m *MDT) Sync() error {
+	m.mu.Lock() // every transno taken so far is applied once mu is free
+	t := m.lastTransno.Load()
+	m.mu.Unlock()
 	if err := m.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("mdt%d: sync: %v: %w", m.cfg.Index, err, syscall.EIO)
 	}
-	return nil
+	for {
+		c := m.committed.Load()
+		if t <= c || m.committed.CompareAndSwap(c, t) {
+			return nil
+		}
+	}
 }
 
 // Index is this MDT's index.

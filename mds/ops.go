@@ -81,6 +81,9 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 		}
 		fid = d.FID
 	}
+	if fid.MDT() != m.cfg.Index {
+		return &proto.AttrReply{Attr: proto.Attr{FID: fid, Mode: sIFDIR}, Remote: true}, nil
+	}
 	n, err := m.getInode(fid)
 	if err != nil {
 		return nil, err
@@ -140,7 +143,7 @@ func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
 	if r.Valid&proto.SetCtime != 0 {
 		a.Ctime = r.Ctime
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	m.putInode(b, n)
 	if err := m.commit(b, r.Sync); err != nil {
 		return nil, err
@@ -162,6 +165,9 @@ func (m *MDT) newChild(b *pebble.Batch, dir *inode, mode uint32, c proto.Caller)
 		if mode&sIFMT == sIFDIR {
 			n.Attr.Mode |= sISGID
 		}
+	}
+	if err := m.quotaNewChild(b, dir, n); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -219,7 +225,7 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return nil, err
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	n, err := m.newChild(b, dir, r.Mode, r.Caller)
 	if err != nil {
 		return nil, err
@@ -274,7 +280,12 @@ func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (p
 
 func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			m.mu.Unlock()
+		}
+	}()
 	dir, err := m.prepareCreate("mkdir", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
@@ -284,7 +295,16 @@ func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return nil, err
 	}
-	b := m.db.NewBatch()
+	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
+		return nil, m.errorf("mkdir", r.Name, syscall.EEXIST)
+	}
+	if target, err := m.mkdirTarget(ctx, dir, r.MDT); err != nil {
+		return nil, err
+	} else if target != uint32(m.cfg.Index) {
+		unlocked = true
+		return m.remoteMkdir(ctx, r, dir, target) // releases m.mu
+	}
+	b := m.newBatch(ctx)
 	n, err := m.newChild(b, dir, sIFDIR|r.Mode&0o7777, r.Caller)
 	if err != nil {
 		return nil, err
@@ -292,6 +312,7 @@ func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
 	n.Attr.Nlink = 2
 	n.Parent = dir.Attr.FID
 	n.DefLayout = dir.DefLayout
+	n.DefDir = dir.DefDir
 	m.newInode(b, n)
 	m.linkInto(b, dir, r.Name, n)
 	if err := m.commit(b, false); err != nil {
@@ -315,7 +336,7 @@ func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return nil, err
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	n, err := m.newChild(b, dir, sIFLNK|0o777, r.Caller)
 	if err != nil {
 		return nil, err
@@ -374,7 +395,12 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 		return nil, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			m.mu.Unlock()
+		}
+	}()
 	dir, err := m.getDir(r.Parent)
 	if err != nil {
 		return nil, err
@@ -383,6 +409,13 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
+		return nil, m.errorf(op, r.Name, syscall.EBUSY)
+	}
+	if d.FID.MDT() != m.cfg.Index {
+		unlocked = true
+		return m.remoteRmdir(ctx, r, d) // releases m.mu
+	}
 	n, err := m.getInode(d.FID)
 	if err != nil {
 		return nil, err
@@ -390,7 +423,7 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err := m.checkRemovable(op, r.Name, n, r.Dir); err != nil {
 		return nil, err
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	b.Delete(direntKey(r.Parent, r.Name), nil)
 	t := now()
 	dir.Attr.Mtime, dir.Attr.Ctime = t, t
@@ -489,7 +522,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 		return nil, err
 	}
 	if r.Flags&proto.RenameExchange != 0 {
-		return m.exchange(r, sdir, ddir, src, dst)
+		return m.exchange(ctx, r, sdir, ddir, src, dst)
 	}
 	reply := &proto.RenameReply{}
 	if dst != nil {
@@ -516,7 +549,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 			return nil, err
 		}
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	t := now()
 	b.Delete(direntKey(r.SrcParent, r.SrcName), nil)
 	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
@@ -547,7 +580,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 }
 
 // exchange swaps two entries (renameat2 RENAME_EXCHANGE).
-func (m *MDT) exchange(r *proto.RenameReq, sdir, ddir, src, dst *inode) (any, error) {
+func (m *MDT) exchange(ctx context.Context, r *proto.RenameReq, sdir, ddir, src, dst *inode) (any, error) {
 	if dst == nil {
 		return nil, m.errorf("rename", r.DstName, syscall.ENOENT)
 	}
@@ -558,7 +591,7 @@ func (m *MDT) exchange(r *proto.RenameReq, sdir, ddir, src, dst *inode) (any, er
 			return nil, m.errorf("rename", r.DstName, syscall.EINVAL)
 		}
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	t := now()
 	b.Set(direntKey(r.SrcParent, r.SrcName), encode(&dirent{FID: dst.Attr.FID, Mode: dst.Attr.Mode & sIFMT}), nil)
 	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
@@ -614,7 +647,7 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return nil, err
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	n.Attr.Nlink++
 	n.Attr.Ctime = now()
 	m.putInode(b, n)

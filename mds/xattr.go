@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 )
 
 const (
@@ -20,6 +21,18 @@ func (m *MDT) getxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
+	}
+	switch r.Name {
+	case DirXattr:
+		if !n.isDir() {
+			return nil, syscall.ENODATA
+		}
+		return &proto.XattrReply{Value: []byte(fmt.Sprintf("mdt_index=%d mdt_count=1 fid=%s", r.FID.MDT(), r.FID))}, nil
+	case DirDefaultXattr:
+		if !n.DefDir.Set {
+			return nil, syscall.ENODATA
+		}
+		return &proto.XattrReply{Value: []byte(n.DefDir.String())}, nil
 	}
 	if r.Name == proto.LayoutXattr {
 		l, ok := layoutOf(n)
@@ -52,14 +65,22 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	case r.Flags&^(xattrCreate|xattrReplace) != 0:
 		return nil, m.errorf("setxattr", r.Name, syscall.EINVAL)
 	}
+	if r.Name == MkdirXattr {
+		return &proto.Empty{}, m.mkdirXattr(ctx, r.FID, string(r.Value))
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
 	}
-	if r.Name == proto.LayoutXattr {
+	switch r.Name {
+	case proto.LayoutXattr:
 		return &proto.Empty{}, m.setLayout(ctx, n, string(r.Value))
+	case DirDefaultXattr:
+		return &proto.Empty{}, m.setDirDefault(ctx, n, string(r.Value))
+	case DirXattr:
+		return nil, m.errorf("setxattr", r.Name, syscall.EPERM) // a directory moves only by rename
 	}
 	_, closer, err := m.db.Get(xattrKey(r.FID, r.Name))
 	exists := err == nil
@@ -74,7 +95,7 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if r.Flags&xattrReplace != 0 && !exists {
 		return nil, m.errorf("setxattr", r.Name, syscall.ENODATA)
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	b.Set(xattrKey(r.FID, r.Name), r.Value, nil)
 	n.Attr.Ctime = now()
 	m.putInode(b, n)
@@ -96,6 +117,9 @@ func (m *MDT) listxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if _, ok := layoutOf(n); ok {
 		out.Names = append(out.Names, proto.LayoutXattr)
 	}
+	if n.DefDir.Set {
+		out.Names = append(out.Names, DirDefaultXattr)
+	}
 	for ok := it.First(); ok; ok = it.Next() {
 		out.Names = append(out.Names, string(it.Key()[len(p):]))
 	}
@@ -109,12 +133,21 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.Name == DirDefaultXattr {
+		if !n.DefDir.Set {
+			return nil, syscall.ENODATA
+		}
+		n.DefDir = DirLayout{}
+		b := m.newBatch(ctx)
+		m.putInode(b, n)
+		return &proto.Empty{}, m.commit(b, false)
+	}
 	if r.Name == proto.LayoutXattr {
 		if !n.isDir() || !n.DefLayout.IsSet() {
 			return nil, syscall.ENODATA
 		}
 		n.DefLayout = proto.Layout{}
-		b := m.db.NewBatch()
+		b := m.newBatch(ctx)
 		m.putInode(b, n)
 		return &proto.Empty{}, m.commit(b, false)
 	}
@@ -125,7 +158,7 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 		return nil, fmt.Errorf("mdt%d: removexattr %q: %v: %w", m.cfg.Index, r.Name, err, syscall.EIO)
 	}
 	closer.Close()
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	b.Delete(xattrKey(r.FID, r.Name), nil)
 	n.Attr.Ctime = now()
 	m.putInode(b, n)
@@ -140,6 +173,11 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := rpc.CallerFrom(ctx); ok { // so a resent open is not counted twice
+		if err := m.commit(m.newBatch(ctx), false); err != nil {
+			return nil, err
+		}
 	}
 	m.opens[r.FID]++
 	return &proto.AttrReply{Attr: n.Attr}, nil
@@ -159,7 +197,7 @@ func (m *MDT) close(ctx context.Context, r *proto.CloseReq) (any, error) {
 	} else {
 		delete(m.opens, r.FID)
 	}
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	if r.SetSize {
 		n.Attr.Size = r.Size
 		n.Attr.Mtime = r.Mtime
@@ -225,7 +263,7 @@ func (m *MDT) setLayout(ctx context.Context, n *inode, value string) error {
 		return fmt.Errorf("mdt%d: setstripe on %s: not a file or directory: %w", m.cfg.Index, n.Attr.FID, syscall.EINVAL)
 	}
 	n.Attr.Ctime = now()
-	b := m.db.NewBatch()
+	b := m.newBatch(ctx)
 	m.putInode(b, n)
 	return m.commit(b, false)
 }

@@ -24,6 +24,19 @@ const (
 	MSync
 	MOrphans
 	MDestroyDone
+	MTxnApply
+	MTxnStatus
+	MTxnRedo
+	MTxnCancel
+	MSetParam
+	MTxnList
+	MQuotaLimits  // MDT0: every quota limit (quota master)
+	MQuotaAcquire // MDT0: a slave target's allowance for one id
+	MQuotaGet     // any MDT: its inode usage of one quota
+	MOwner        // a file's owner for block quota (uid, gid, projid)
+	MScanInodes   // fsck: page through every inode
+	MScanDirents  // fsck: page through every directory entry
+	MFsckFix      // fsck --repair: one repair
 )
 
 const (
@@ -35,6 +48,8 @@ const (
 	OStatfs
 	OSync
 	OList
+	OQuotaGet // block usage of one quota and the OST's space accounting
+	OSetParam // run-time tunables (lctl set_param)
 )
 
 const (
@@ -57,8 +72,12 @@ var methodNames = map[uint16]string{
 	MSetxattr: "setxattr", MListxattr: "listxattr", MRemovexattr: "removexattr",
 	MStatfs: "statfs", MOpen: "open", MClose: "close", MSync: "sync",
 	MOrphans: "orphans", MDestroyDone: "destroy_done",
+	MTxnApply: "txn_apply", MTxnStatus: "txn_status", MTxnRedo: "txn_redo", MTxnCancel: "txn_cancel", MSetParam: "set_param", MTxnList: "txn_list",
+	MScanInodes: "scan_inodes", MScanDirents: "scan_dirents", MFsckFix: "fsck_fix",
+	MQuotaLimits: "quota_limits", MQuotaAcquire: "quota_acquire", MQuotaGet: "quota_get", MOwner: "owner",
 	OWrite: "ost_write", ORead: "ost_read", OPunch: "ost_punch", OGetattr: "ost_getattr",
 	ODestroy: "ost_destroy", OStatfs: "ost_statfs", OSync: "ost_sync", OList: "ost_list",
+	OQuotaGet: "ost_quota_get", OSetParam: "ost_set_param",
 	GConfig: "mgs_config", GRegister: "mgs_register",
 }
 
@@ -87,7 +106,13 @@ type LookupReq struct {
 
 type GetattrReq struct{ FID FID }
 
-type AttrReply struct{ Attr Attr }
+// AttrReply carries attributes. Remote says the inode lives on another
+// MDT (a remote directory's entry, or its ".."): only Attr.FID and the type
+// bits of Attr.Mode are set, and the client asks that MDT for the rest.
+type AttrReply struct {
+	Attr   Attr
+	Remote bool
+}
 
 // Setattr valid bits.
 const (
@@ -130,6 +155,9 @@ type MkdirReq struct {
 	Name   string
 	Mode   uint32
 	Caller Caller
+	// MDT places the new directory: -1 follows the parent's default
+	// directory layout (its own MDT when it has none).
+	MDT int32
 }
 
 type SymlinkReq struct {
@@ -272,10 +300,15 @@ type RegisterReq struct{ Target Target }
 type OWriteReq struct {
 	Obj ObjID
 	Off uint64
+	// Grant says who writes and for whom (quota.go).
+	Grant WriteGrant
 	// Bulk data follows the message.
 }
 
-type OWriteReply struct{ Size uint64 }
+type OWriteReply struct {
+	Size  uint64
+	Grant GrantReply
+}
 
 type OReadReq struct {
 	Obj ObjID

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/bench"
+	"github.com/stripefs/stripefs/cluster"
 )
 
 // sizeValue is a pflag.Value for byte counts written as 1GiB, 64MiB, 4096…
@@ -87,9 +89,16 @@ it caused):
                   as kernel nfsd sends them ([3500-byte head, 255 pages,
                   596-byte tail]) against plain 1 MiB pwrites, with their
                   ratio; a pure write workload should show no OST reads.
-                  e.g. bench nfswrite -o MNT/nfs -s 256MiB`,
+                  e.g. bench nfswrite -o MNT/nfs -s 256MiB
+
+OSTs without a client (obdfilter-survey):
+  bench survey    write, rewrite and read objects over RPC straight to the
+                  OSTs, beside the same pattern written to plain files on
+                  the same disk; prints rewrite/write and ost/files and the
+                  OSTs' allocation, FIEMAP, grant and quota counters.
+                  e.g. bench survey --data /tmp/sv --threads 4 --size 512MiB`,
 	}
-	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd())
+	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd())
 	return cmd
 }
 
@@ -169,6 +178,110 @@ client read-modify-writes counted during it.`,
 	f.BoolVarP(&c.Keep, "keep-file", "k", false, "do not remove the test files")
 	f.Uint64VarP(&seed, "seed", "G", 0, "data pattern seed (default random; give the printed one to -R a kept file)")
 	f.BoolVar(&c.DropCaches, "drop-caches", false, "empty the whole page cache before each read pass (root)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	return cmd
+}
+
+func surveyCmd() *cobra.Command {
+	var c bench.SurveyConfig
+	var ostSel, tests, data, refDir string
+	rsize, size := sizeValue(1<<20), sizeValue(256<<20)
+	var nOSTs int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "survey (--mgs ADDR | --data DIR) [--ost N|all] [--threads 4] [--objects 4] [--rsize 1MiB] [--size 256MiB] [--tests write,rewrite,read] [--ref-dir DIR] [--fiemap-fail] [--json]",
+		Short: "obdfilter-survey: drive OSTs over RPC (write, rewrite, read) and compare with raw file writes",
+		Long: `An obdfilter-survey-style benchmark. It talks to the OSTs directly over RPC,
+with no client cache or mount in the way: each selected OST gets --objects
+objects of --size/--objects bytes, written by --threads workers in --rsize
+records (write), written again at the same offsets (rewrite) and read back
+(read, each record's stamp checked). Write passes end with an OST sync of
+their objects inside the timing (--sync=false to leave it out). The OSTs'
+own counters over each pass are shown: FIEMAP calls and fallbacks, rewrites
+that skipped accounting, new allocations, grant and quota activity.
+
+A rewrite must cost no more than a first write (the second field report):
+rewrite/write of 1.0 or more is right. --fiemap-fail makes the OSTs' FIEMAP
+fail (set_param fiemap_fail=1 for the run; STRIPEFS_FIEMAP_FAIL=1 in an
+OST's environment does the same from its start), so the SEEK_DATA/SEEK_HOLE
+fallback is what is measured.
+
+With --data DIR the survey starts its own cluster in this process (1 MDT,
+--osts OSTs, on loopback TCP, data in DIR/fs) and writes the reference files
+in DIR/ref, on the same disk. With --mgs it uses a running cluster and
+writes the reference in --ref-dir, if given.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c.RSize, c.Size = int64(rsize), int64(size)
+			if tests != "" {
+				c.Tests = strings.Split(tests, ",")
+			}
+			if ostSel != "" && ostSel != "all" {
+				for _, s := range strings.Split(ostSel, ",") {
+					n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(s), "ost"))
+					if err != nil || n < 0 {
+						return fmt.Errorf("--ost %q: want an OST index, a list of them, or all", ostSel)
+					}
+					c.OSTs = append(c.OSTs, n)
+				}
+			}
+			ctx, stop := interruptible()
+			defer stop()
+			switch {
+			case data != "" && c.MGS != "":
+				return fmt.Errorf("give --mgs or --data, not both")
+			case data != "":
+				if nOSTs < 1 || nOSTs > 64 {
+					return fmt.Errorf("--osts must be 1 to 64")
+				}
+				sctx, cancel := context.WithTimeout(ctx, time.Minute)
+				cl, err := cluster.Start(sctx, cluster.Spec{DataDir: filepath.Join(data, "fs"), MDTs: 1, OSTs: nOSTs})
+				cancel()
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				c.MGS = cl.MGS
+				if refDir == "" {
+					refDir = filepath.Join(data, "ref")
+				}
+			case c.MGS == "":
+				return fmt.Errorf("give --mgs ADDR (a running cluster) or --data DIR (start one here)")
+			}
+			if refDir != "" {
+				if err := os.MkdirAll(refDir, 0o755); err != nil {
+					return err
+				}
+			}
+			c.RefDir = refDir
+			res, err := bench.Survey(ctx, c, func(s string) { fmt.Fprintf(cmd.ErrOrStderr(), "bench: survey: %s\n", s) })
+			if err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("interrupted")
+				}
+				return err
+			}
+			res.Time = time.Now().UTC().Truncate(time.Second)
+			if asJSON {
+				return res.WriteJSON(cmd.OutOrStdout())
+			}
+			return res.WriteTable(cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.MGS, "mgs", "", "MGS (MDT0) address of a running cluster")
+	f.StringVar(&data, "data", "", "start a cluster in this process with its data here (and the reference files in DIR/ref)")
+	f.IntVar(&nOSTs, "osts", 4, "with --data: number of OSTs")
+	f.StringVar(&ostSel, "ost", "all", "OST index, comma-separated indexes, or all")
+	f.IntVar(&c.Threads, "threads", 4, "workers per OST (each its own connection)")
+	f.IntVar(&c.Objects, "objects", 4, "objects per OST")
+	f.Var(&rsize, "rsize", "record size: bytes per write or read RPC")
+	f.Var(&size, "size", "bytes per OST, spread over its objects")
+	f.StringVar(&tests, "tests", "write,rewrite,read", "tests to run, comma-separated")
+	f.BoolVar(&c.Sync, "sync", true, "end each write pass with a sync of its objects (fdatasync for the reference), inside the timing")
+	f.StringVar(&refDir, "ref-dir", "", "directory for the raw-file reference (default with --data: DIR/ref; none with --mgs)")
+	f.BoolVar(&c.FiemapFail, "fiemap-fail", false, "make the OSTs' FIEMAP fail for the run, to measure the SEEK_DATA fallback")
+	f.BoolVar(&c.DropCaches, "drop-caches", false, "drop the page cache before read passes (root)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return cmd
 }

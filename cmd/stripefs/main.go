@@ -6,6 +6,9 @@ package main
 import (
 	"fmt"
 	"log"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // --pprof
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,14 +25,31 @@ func main() {
 		}
 		return
 	}
+	var pprofAddr string
 	root := &cobra.Command{
 		Use:           "stripefs",
 		Short:         "A parallel filesystem: Pebble MDTs, striped OSTs, a FUSE client",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if pprofAddr == "" {
+				return nil
+			}
+			l, err := net.Listen("tcp", pprofAddr)
+			if err != nil {
+				return fmt.Errorf("--pprof: %w", err)
+			}
+			log.Printf("pprof on http://%s/debug/pprof/", l.Addr())
+			go http.Serve(l, nil)
+			return nil
+		},
 	}
+	root.PersistentFlags().StringVar(&pprofAddr, "pprof", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	root.AddCommand(mdsCmd(), ostCmd(), mountCmd(), upCmd(), benchCmd(), loopbackCmd(),
-		setstripeCmd(), getstripeCmd(), statsCmd())
+		setstripeCmd(), getstripeCmd(), statsCmd(),
+		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(),
+		nfsCmd(), nfsexportCmd(),
+		setquotaCmd(), quotaCmd(), projectCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(os.Stderr, "stripefs: %v\n", err)
 		os.Exit(1)

@@ -71,16 +71,27 @@ func mdsCmd() *cobra.Command {
 	f.StringVar(&cfg.MGS, "mgs", "", "MDT0's address (required for MDTs other than 0)")
 	f.StringVar(&cfg.FSName, "fsname", "stripefs", "filesystem name (MDT0, first start)")
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "group commit interval")
+	f.BoolVar(&cfg.RemoteSync, "remote-sync", false, "commit cross-MDT operations synchronously (the old osd_sync behaviour; atomicity does not need it)")
 	return cmd
 }
 
 func ostCmd() *cobra.Command {
 	var cfg ost.Config
 	var listen, advertise, mgs string
+	var capacity sizeValue
 	cmd := &cobra.Command{
-		Use:   "ost --index N --data DIR --listen ADDR --mgs ADDR",
+		Use:   "ost --index N --data DIR --listen ADDR --mgs ADDR [--capacity BYTES]",
 		Short: "Run one object storage target",
-		Args:  cobra.NoArgs,
+		Long: `Run one object storage target: objects as sparse files under DIR/O, an
+index of owners, sizes and client grants in DIR/index. MDT0 (--mgs) is also
+the quota master the OST asks for block allowance.
+
+Test and benchmark knobs: --capacity BYTES makes the OST act as if it had
+only that much space (grants, ENOSPC) without filling a disk;
+STRIPEFS_FIEMAP_FAIL=1 in its environment makes every FIEMAP call fail with
+EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
+(bench survey --fiemap-fail sets the same at run time over RPC).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.DataDir == "" || mgs == "" {
 				return fmt.Errorf("--data and --mgs are required")
@@ -89,6 +100,7 @@ func ostCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("ost%d: %w", cfg.Index, err)
 			}
+			cfg.MGS, cfg.Capacity = mgs, uint64(capacity)
 			o, err := ost.Open(cfg)
 			if err != nil {
 				return err
@@ -114,6 +126,8 @@ func ostCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", "127.0.0.1:9500", "address to listen on")
 	f.StringVar(&advertise, "advertise", "", "address clients use to reach this OST (default: the listen address)")
 	f.StringVar(&mgs, "mgs", "", "MDT0's address")
+	f.Var(&capacity, "capacity", "cap on the bytes this OST allocates and grants (64MiB, 1GiB…; default: the disk's free space), to run it full without filling a disk")
+	f.DurationVar(&cfg.GrantGrace, "grant-grace", 30*time.Second, "how long a disconnected client keeps its space grant")
 	return cmd
 }
 

@@ -16,11 +16,13 @@ func upCmd() *cobra.Command {
 	var spec cluster.Spec
 	var mnt, opts string
 	var cf clientFlags
+	var nf nfsFlags
+	var nfsAddr string
 	cmd := &cobra.Command{
-		Use:   "up --data DIR --mount MNT [--mdts 2] [--osts 4]",
+		Use:   "up --data DIR --mount MNT [--mdts 2] [--osts 4] [--nfs ADDR]",
 		Short: "Run a whole filesystem on this machine and mount it (the embedded default)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if spec.DataDir == "" || mnt == "" {
 				return fmt.Errorf("--data and --mount are required")
 			}
@@ -47,6 +49,20 @@ func upCmd() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			if nfsAddr != "" {
+				// The gateway has a client of its own, not the mount's:
+				// NFS clients and local users do not share caches, as they
+				// would not with the gateway on another host.
+				stop, gerr := startGateway(&cf, &nf, cl.MGS, nfsAddr)
+				if gerr != nil {
+					return gerr
+				}
+				defer func() {
+					if serr := stop(); err == nil && serr != nil {
+						err = serr
+					}
+				}()
+			}
 			return runMount(cf.options(cl.MGS, "up:"+mnt), mnt, mo, func() {
 				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s; Ctrl-C unmounts and stops\n",
 					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS)
@@ -55,7 +71,10 @@ func upCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	cf.add(f)
+	nf.add(f, "nfs-")
+	f.StringVar(&nfsAddr, "nfs", "", "also serve the filesystem over NFSv3 on this address (e.g. 127.0.0.1:2049)")
 	f.StringVar(&spec.DataDir, "data", "", "data directory for every server")
+	f.BoolVar(&spec.Unix, "unix-osts", true, "serve the OSTs on Unix sockets in the data directory (faster for this host's mount; turn off to mount from other hosts)")
 	f.StringVar(&mnt, "mount", "", "mount point")
 	f.IntVar(&spec.MDTs, "mdts", 2, "number of MDTs (first start only)")
 	f.IntVar(&spec.OSTs, "osts", 4, "number of OSTs (first start only)")

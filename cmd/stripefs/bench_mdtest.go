@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/pkg/xattr"
+	"github.com/spf13/cobra"
+
+	"github.com/stripefs/stripefs/bench"
+	"github.com/stripefs/stripefs/stats"
+)
+
+func benchMdtestCmd() *cobra.Command {
+	var cfg bench.MdtestConfig
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "mdtest -d DIR -n ITEMS [-i ITERATIONS] [-u] [--procs N] [-D | -F] [--mdt-index K]",
+		Short: "mdtest-style metadata benchmark: create, stat and remove directories and files",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("mdt-index") {
+				cfg.MDTIndex = -2
+			}
+			if !cmd.Flags().Changed("tree-mdt-index") {
+				cfg.TreeMDTIndex = -2
+			}
+			r, err := bench.Mdtest(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return r.WriteJSON(os.Stdout)
+			}
+			return r.WriteTable(os.Stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&cfg.Dir, "dir", "d", "", "test directory")
+	f.IntVarP(&cfg.Items, "items", "n", 1000, "items per task")
+	f.IntVarP(&cfg.Iterations, "iterations", "i", 1, "iterations")
+	f.IntVar(&cfg.Procs, "procs", 1, "parallel tasks")
+	f.BoolVarP(&cfg.Unique, "unique", "u", false, "a directory per task")
+	f.BoolVarP(&cfg.DirsOnly, "dirs-only", "D", false, "directories only")
+	f.BoolVarP(&cfg.FilesOnly, "files-only", "F", false, "files only")
+	f.IntVar(&cfg.MDTIndex, "mdt-index", -2, "MDT for the directories the tasks create (-1: round-robin)")
+	f.IntVar(&cfg.TreeMDTIndex, "tree-mdt-index", -2, "MDT for each task's own directory (-1: round-robin)")
+	f.BoolVar(&asJSON, "json", false, "one JSON object")
+	return cmd
+}
+
+// dneResult is the distributed-namespace target measurement.
+type dneResult struct {
+	Dirs            int                `json:"dirs"`
+	LocalMkdir      float64            `json:"local_mkdir_per_s"`
+	RemoteMkdir     float64            `json:"remote_mkdir_per_s"`
+	Ratio           float64            `json:"remote_local_ratio"`
+	RemoteSyncMkdir float64            `json:"remote_sync_mkdir_per_s"`
+	RemoteSyncRatio float64            `json:"remote_sync_local_ratio"`
+	Files           int                `json:"files_per_task"`
+	Procs           int                `json:"procs"`
+	OneMDT          map[string]float64 `json:"files_one_mdt_per_s"`
+	RoundRobin      map[string]float64 `json:"files_round_robin_per_s"`
+}
+
+func benchDNECmd() *cobra.Command {
+	var dirs, files, procs int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "dne --mount MNT [--dirs 1000] [--files 1000] [--procs 4]",
+		Short: "Remote vs local mkdir (and with remote_sync=1), and file metadata on one MDT vs round-robin, in one run",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			mnt, _ := cmd.Flags().GetString("mount")
+			mgs, err := xattr.Get(mnt, stats.MGSXattr)
+			if err != nil {
+				return fmt.Errorf("%s is not a stripefs mount: %w", mnt, err)
+			}
+			work, err := os.MkdirTemp(mnt, "dnebench.")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(work)
+			ctx := cmd.Context()
+			run := func(name string, c bench.MdtestConfig) (*bench.MdtestResult, error) {
+				c.Dir = filepath.Join(work, name)
+				c.Iterations = 1
+				return bench.Mdtest(ctx, c)
+			}
+			res := dneResult{Dirs: dirs, Files: files, Procs: procs}
+			local, err := run("local", bench.MdtestConfig{Items: dirs, Procs: 1, DirsOnly: true, MDTIndex: 0, TreeMDTIndex: 0})
+			if err != nil {
+				return err
+			}
+			remote, err := run("remote", bench.MdtestConfig{Items: dirs, Procs: 1, DirsOnly: true, MDTIndex: 1, TreeMDTIndex: 0})
+			if err != nil {
+				return err
+			}
+			if err := setRemoteSync(ctx, string(mgs), "1"); err != nil {
+				return err
+			}
+			synced, err := run("remote-sync", bench.MdtestConfig{Items: dirs, Procs: 1, DirsOnly: true, MDTIndex: 1, TreeMDTIndex: 0})
+			if rerr := setRemoteSync(ctx, string(mgs), "0"); err == nil {
+				err = rerr
+			}
+			if err != nil {
+				return err
+			}
+			res.LocalMkdir = local.Phase("directory creation")
+			res.RemoteMkdir = remote.Phase("directory creation")
+			res.RemoteSyncMkdir = synced.Phase("directory creation")
+			res.Ratio = res.RemoteMkdir / res.LocalMkdir
+			res.RemoteSyncRatio = res.RemoteSyncMkdir / res.LocalMkdir
+			one, err := run("one-mdt", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: 0})
+			if err != nil {
+				return err
+			}
+			rr, err := run("round-robin", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: -1})
+			if err != nil {
+				return err
+			}
+			res.OneMDT, res.RoundRobin = map[string]float64{}, map[string]float64{}
+			for _, p := range []string{"file creation", "file stat", "file removal"} {
+				res.OneMDT[p], res.RoundRobin[p] = one.Phase(p), rr.Phase(p)
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(res)
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "mkdir of %d subdirectories of a directory on mdt0\tops/s\tratio to local\n", dirs)
+			fmt.Fprintf(tw, "  children on mdt0 (local)\t%.0f\t1.00\n", res.LocalMkdir)
+			fmt.Fprintf(tw, "  children on mdt1 (remote)\t%.0f\t%.3f\n", res.RemoteMkdir, res.Ratio)
+			fmt.Fprintf(tw, "  children on mdt1, remote_sync=1\t%.0f\t%.3f\n", res.RemoteSyncMkdir, res.RemoteSyncRatio)
+			fmt.Fprintf(tw, "files, %d tasks x %d, own directories\tone MDT\tround-robin\tratio\n", procs, files)
+			for _, p := range []string{"file creation", "file stat", "file removal"} {
+				fmt.Fprintf(tw, "  %s\t%.0f\t%.0f\t%.2f\n", p, res.OneMDT[p], res.RoundRobin[p], res.RoundRobin[p]/res.OneMDT[p])
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.String("mount", "", "a stripefs mount with at least 2 MDTs")
+	f.IntVar(&dirs, "dirs", 1000, "directories for the mkdir comparison")
+	f.IntVar(&files, "files", 1000, "files per task for the file comparison")
+	f.IntVar(&procs, "procs", 4, "tasks for the file comparison")
+	f.BoolVar(&asJSON, "json", false, "one JSON object")
+	return cmd
+}
+
+// setRemoteSync sets mdt.remote_sync on every MDT.
+func setRemoteSync(ctx context.Context, mgs, v string) error {
+	_, err := setMDTParam(ctx, mgs, "mdt.remote_sync", v)
+	return err
+}
