@@ -27,6 +27,17 @@ func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto
 	return &r.Attr, nil
 }
 
+// Parent returns the attributes of directory dir's parent (the root's
+// parent is the root), wherever the two live: the MDT that holds dir
+// answers ".." and, for a parent on another MDT, the client asks that one.
+// A non-directory has no single parent: ENOTDIR.
+func (c *Client) Parent(ctx context.Context, dir proto.FID) (*proto.Attr, error) {
+	if dir == proto.RootFID {
+		return c.Getattr(ctx, dir)
+	}
+	return c.Lookup(ctx, dir, "..")
+}
+
 // Getattr returns fid's attributes, with the size and mtime of writes this
 // client has not yet reported to the MDT.
 func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error) {

@@ -2,7 +2,6 @@ package nfsexport
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -68,7 +67,7 @@ func (s *fsys) walk(ctx context.Context, pp parsedPath, wantAttr bool) (proto.FI
 	fid := pp.start
 	var a *proto.Attr
 	if pp.up {
-		pa, err := parent(ctx, s.c, fid)
+		pa, err := s.c.Parent(ctx, fid)
 		if err != nil {
 			return proto.FID{}, nil, err
 		}
@@ -126,25 +125,6 @@ func (s *fsys) dirOf(ctx context.Context, path string) (proto.FID, string, error
 	return fid, name, err
 }
 
-// parent returns directory dir's parent (the root's parent is the root).
-// It reads dir's ".." entry from the MDT that holds dir, then asks the MDT
-// that holds the parent, so it works across MDTs. (fusefs.parent is the
-// same; both belong in fs.)
-func parent(ctx context.Context, c *fs.Client, dir proto.FID) (*proto.Attr, error) {
-	if dir == proto.RootFID {
-		return c.Getattr(ctx, dir)
-	}
-	ents, _, err := c.Readdir(ctx, dir, 0, 2, false)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range ents {
-		if e.Name == ".." && !e.FID.IsZero() {
-			return c.Getattr(ctx, e.FID)
-		}
-	}
-	return nil, fmt.Errorf("nfs: %s has no \"..\" entry: %w", dir, syscall.ESTALE)
-}
 
 // Capabilities: everything, or reading only.
 func (s *fsys) Capabilities() billy.Capability {

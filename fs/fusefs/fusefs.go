@@ -8,7 +8,6 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -155,7 +154,7 @@ func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *
 	case ".":
 		a, err = f.c.Getattr(c, fid)
 	case "..":
-		a, err = parent(c, f.c, fid)
+		a, err = f.c.Parent(c, fid)
 	default:
 		a, err = f.c.Lookup(c, fid, name)
 	}
@@ -166,26 +165,6 @@ func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *
 	return fuse.OK
 }
 
-// parent returns the attributes of directory dir's parent (the root's
-// parent is the root). It reads the ".." entry of dir's listing, held by
-// the MDT that owns dir, then asks the MDT that owns the parent, so it
-// works when the two live on different MDTs. A non-directory has no
-// single parent: ENOTDIR.
-func parent(ctx context.Context, c *fs.Client, dir proto.FID) (*proto.Attr, error) {
-	if dir == proto.RootFID {
-		return c.Getattr(ctx, dir)
-	}
-	ents, _, err := c.Readdir(ctx, dir, 0, 2, false)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range ents {
-		if e.Name == ".." && !e.FID.IsZero() {
-			return c.Getattr(ctx, e.FID)
-		}
-	}
-	return nil, fmt.Errorf("fusefs: %s has no \"..\" entry: %w", dir, syscall.ESTALE)
-}
 
 // Forget needs no work: no per-node state is kept.
 func (f *FS) Forget(nodeid, nlookup uint64) {}
