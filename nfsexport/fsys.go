@@ -125,7 +125,6 @@ func (s *fsys) dirOf(ctx context.Context, path string) (proto.FID, string, error
 	return fid, name, err
 }
 
-
 // Capabilities: everything, or reading only.
 func (s *fsys) Capabilities() billy.Capability {
 	if s.readOnly {

@@ -165,7 +165,6 @@ func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *
 	return fuse.OK
 }
 
-
 // Forget needs no work: no per-node state is kept.
 func (f *FS) Forget(nodeid, nlookup uint64) {}
 
