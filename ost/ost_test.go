@@ -24,13 +24,13 @@ var listenSeq atomic.Int64
 
 // testOST is an OST served on the in-process transport.
 type testOST struct {
-	t    *testing.T
+	t    testing.TB
 	cfg  Config
 	o    *OST
 	addr string
 }
 
-func startOST(t *testing.T, cfg Config) *testOST {
+func startOST(t testing.TB, cfg Config) *testOST {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
@@ -70,7 +70,7 @@ func (to *testOST) restart() {
 
 // client is one writer with a grant identity.
 type client struct {
-	t     *testing.T
+	t     testing.TB
 	rc    *rpc.Client
 	id    uint64
 	owner proto.Owner
@@ -650,20 +650,7 @@ func must(t *testing.T, err error) {
 func BenchmarkWritePath(b *testing.B) {
 	for _, fail := range []bool{false, true} {
 		b.Run(fmt.Sprintf("fiemap_fail=%v", fail), func(b *testing.B) {
-			t := &testing.T{}
-			cfg := Config{Index: 0, DataDir: b.TempDir(), FiemapFail: fail}
-			o, err := Open(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer o.Close()
-			addr := fmt.Sprintf("inproc:ost-bench-%d", listenSeq.Add(1))
-			l, err := rpc.Listen(addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			go o.Serve(l)
-			to := &testOST{t: t, o: o, addr: addr}
+			to := startOST(b, Config{Index: 0, FiemapFail: fail})
 			c := to.client(1, uid1000)
 			data := pattern(1<<20, 1)
 			const records = 64
