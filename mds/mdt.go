@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stripefs/stripefs/proto"
@@ -115,6 +116,12 @@ func Open(cfg Config) (*MDT, error) {
 		cfg.TxnAskAfter = 5 * time.Second
 	}
 	opts := &pebble.Options{Logger: quietLogger{}}
+	// Bloom filters: most namespace operations probe for a name or an
+	// inode that is not there (create, lookup of a new name, quota
+	// records), and without a filter such a probe reads every table.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	dir := filepath.Join(cfg.DataDir, "db")
 	if cfg.FS != nil {
 		opts.FS = cfg.FS

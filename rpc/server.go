@@ -200,8 +200,9 @@ func (s *Server) serveConn(c net.Conn) {
 			log.Printf("%s: %s: %v; closing connection", s.Name, sc.peer, err)
 			return
 		}
-		body := make([]byte, int(h.MsgLen)+int(h.BulkLen))
+		body := getBody(int(h.MsgLen) + int(h.BulkLen))
 		if _, err := io.ReadFull(r, body); err != nil {
+			putBody(body)
 			return
 		}
 		req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], Peer: sc.peer, Client: sc.uuid, XID: h.XID}
@@ -211,6 +212,7 @@ func (s *Server) serveConn(c net.Conn) {
 		go func() {
 			defer func() { <-sem; inflight.Done() }()
 			sc.dispatch(ctx, h, req)
+			putBody(body) // handlers must not keep Msg or Bulk
 		}()
 	}
 }
@@ -342,6 +344,37 @@ func writeFrame(mu *sync.Mutex, c net.Conn, h Header, msg []byte, bulk [][]byte)
 	defer mu.Unlock()
 	_, err := bufs.WriteTo(c)
 	return err
+}
+
+// Request bodies are pooled by size class: a 1 MiB write no longer costs
+// a fresh, zeroed megabyte per request.
+var bodyClasses = []int{4 << 10, 64 << 10, 1<<20 + 64<<10, 4<<20 + 64<<10}
+
+var bodyPools = func() []sync.Pool {
+	ps := make([]sync.Pool, len(bodyClasses))
+	for i, size := range bodyClasses {
+		ps[i].New = func() any { b := make([]byte, size); return &b }
+	}
+	return ps
+}()
+
+func getBody(n int) []byte {
+	for i, size := range bodyClasses {
+		if n <= size {
+			return (*bodyPools[i].Get().(*[]byte))[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+func putBody(b []byte) {
+	for i, size := range bodyClasses {
+		if cap(b) == size {
+			b = b[:size]
+			bodyPools[i].Put(&b)
+			return
+		}
+	}
 }
 
 // HandleFunc registers a typed handler: the request message is decoded into
