@@ -84,7 +84,13 @@ func DialContext(ctx context.Context, addr string) (net.Conn, error) {
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
 		return d.DialContext(ctx, "unix", path)
 	}
-	return d.DialContext(ctx, "tcp", addr)
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if tc, ok := c.(*net.TCPConn); ok {
+		// Bulk replies of a MiB or more then arrive in fewer reads.
+		_ = tc.SetReadBuffer(4 << 20)
+		_ = tc.SetWriteBuffer(4 << 20)
+	}
+	return c, err
 }
 
 type pipeListener struct {
