@@ -34,6 +34,8 @@ fuzz:
 	$(GO) test ./wire -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzServerConn$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./layout -run '^$$' -fuzz '^FuzzECRow$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./proto -run '^$$' -fuzz '^FuzzParseLayout$$' -fuzztime $(FUZZTIME)
 
 bench: build
 	./$(BIN) bench baseline

@@ -40,6 +40,10 @@ type Options struct {
 	// (bytes; negative turns read-ahead off), and MaxReadAheadTotal bounds
 	// the read-ahead data of the whole mount.
 	ReadAhead, MaxReadAheadTotal int64
+	// DropECWrite, if set, is asked before each unit write of an
+	// erasure-coded row and drops the write (reporting success) when it
+	// returns true: a fault seam for crash tests, never set otherwise.
+	DropECWrite func(fid proto.FID, row uint64, unit int) bool
 }
 
 // Defaults for Options fields left zero.
@@ -80,6 +84,7 @@ type Client struct {
 	// Stats counts this client's RPCs to all targets.
 	Stats    *rpc.Stats
 	counters counters
+	ec       ecState
 }
 
 // Connect reads the cluster map from the MGS and returns a client.

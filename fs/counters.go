@@ -7,6 +7,10 @@ type counters struct {
 	flushes, fullFlushes atomic.Int64 // chunks sent, and those sent whole
 	memoryWaits          atomic.Int64 // writers that waited for dirty memory
 	readModifyWrites     atomic.Int64 // reads done in order to write (EC partial rows)
+	ecFullRows           atomic.Int64 // EC rows written whole: parity with no reads
+	ecPartialRows        atomic.Int64 // EC rows written in part (those that read are RMWs)
+	degradedReads        atomic.Int64 // EC rows rebuilt for a reader from parity
+	ecUnrecoverable      atomic.Int64 // EC rows a reader could not rebuild (EIO)
 	readaheadHits        atomic.Int64
 	readaheadBytes       atomic.Int64
 	peakDirty            atomic.Int64
@@ -28,6 +32,10 @@ func (c *Client) Counters() []Counter {
 		{"chunk_flushes_whole", c.counters.fullFlushes.Load()},
 		{"dirty_memory_waits", c.counters.memoryWaits.Load()},
 		{"read_modify_writes", c.counters.readModifyWrites.Load()},
+		{"ec_rows_full", c.counters.ecFullRows.Load()},
+		{"ec_rows_partial", c.counters.ecPartialRows.Load()},
+		{"degraded_reads", c.counters.degradedReads.Load()},
+		{"ec_unrecoverable_reads", c.counters.ecUnrecoverable.Load()},
 		{"readahead_hits", c.counters.readaheadHits.Load()},
 		{"readahead_bytes", c.counters.readaheadBytes.Load()},
 	}

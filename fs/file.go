@@ -29,6 +29,11 @@ type inodeState struct {
 	wb       writeback
 	ra       readahead
 	flushAll int // flushAll calls waiting: chunks are sent as soon as they can be
+
+	// ecEnd bounds the data of an erasure-coded file on the OSTs as far
+	// as this client knows (the size at open, raised by each flush, cut by
+	// truncates): a partial row reads no data unit starting past it.
+	ecEnd uint64
 }
 
 // File is one open handle.
@@ -52,7 +57,7 @@ func (c *Client) newFile(a *proto.Attr, flags int) *File {
 	defer c.filesMu.Unlock()
 	st := c.files[a.FID]
 	if st == nil {
-		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime}
+		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime, ecEnd: a.Size}
 		st.initWriteback()
 		c.files[a.FID] = st
 	}
@@ -120,6 +125,12 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}()
 	if len(ahead) > 0 && f.c.readFromAhead(ahead, chunkSize, p, off) {
+		return n, nil
+	}
+	if lay.IsEC() {
+		if err := f.c.ecRead(ctx, st, lay, p, off); err != nil {
+			return 0, err
+		}
 		return n, nil
 	}
 	g, gctx := errgroup.WithContext(ctx)

@@ -94,6 +94,9 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 			if err := c.punch(ctx, &cur, req.Size); err != nil {
 				return nil, err
 			}
+			if st != nil {
+				st.ecEnd = min(st.ecEnd, req.Size)
+			}
 		}
 		if st != nil {
 			st.size = req.Size
@@ -107,17 +110,32 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	return &r.Attr, nil
 }
 
-// punch cuts every object of a to the share of size it holds.
+// punch cuts every object of a to the share of size it holds. The row of
+// an erasure-coded file that the cut falls in is then sealed again: its
+// cut unit re-tagged and its parity recomputed (a crash in between leaves
+// that row unable to rebuild a lost unit, EIO, never wrong).
 func (c *Client) punch(ctx context.Context, a *proto.Attr, size uint64) error {
+	lay := a.Layout
+	if lay.IsEC() {
+		if err := lay.CheckFile(); err != nil {
+			return err
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
-	for s, ost := range a.Layout.OSTs {
+	for s, ost := range lay.OSTs {
 		obj := proto.ObjID{FID: a.FID, Stripe: uint32(s)}
-		objSize := layout.ObjectSize(a.Layout, size, s)
+		objSize := layout.ObjectSize(lay, size, s)
 		g.Go(func() error {
 			return c.ostCall(gctx, ost, proto.OPunch, &proto.OPunchReq{Obj: obj, Size: objSize}, &proto.Empty{})
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if lay.IsEC() && size%layout.ECOf(lay).RowSize() != 0 {
+		return c.resealRow(a.FID, lay, size/layout.ECOf(lay).RowSize(), size)
+	}
+	return nil
 }
 
 // Create makes a file (or a device, FIFO or socket) named name in dir.

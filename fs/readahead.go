@@ -102,7 +102,7 @@ func (c *Client) dropFetched(st *inodeState) {
 }
 
 // fetchChunk starts reading chunk idx in the background. st.mu is held.
-func (c *Client) fetchChunk(st *inodeState, idx int64) {
+func (c *Client) fetchChunk(st *inodeState, idx int64) *raChunk {
 	size := st.wb.size
 	ch := &raChunk{ready: make(chan struct{}), data: make([]byte, size)}
 	if st.ra.chunks == nil {
@@ -115,6 +115,12 @@ func (c *Client) fetchChunk(st *inodeState, idx int64) {
 	go func() {
 		defer c.bg.Done()
 		defer close(ch.ready)
+		if lay.IsEC() {
+			if ch.err = c.fetchRow(context.Background(), fid, lay, uint64(idx), ch.data); ch.err == nil {
+				c.counters.readaheadBytes.Add(size)
+			}
+			return
+		}
 		m := layout.Map(lay, uint64(idx*size), int(size))[0]
 		ost := lay.OSTs[m.Stripe]
 		sem := c.ostSem(ost)
@@ -128,6 +134,7 @@ func (c *Client) fetchChunk(st *inodeState, idx int64) {
 			c.counters.readaheadBytes.Add(size)
 		}
 	}()
+	return ch
 }
 
 // dropReadahead forgets fetched chunks from index from on. st.mu is held.

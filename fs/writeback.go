@@ -39,8 +39,11 @@ type writeback struct {
 }
 
 // chunkSize is the largest multiple of 64 KiB that divides the stripe size
-// and fits one RPC.
+// and fits one RPC; for an erasure-coded file, a row (ec.go).
 func chunkSize(l proto.Layout) int64 {
+	if l.IsEC() && l.CheckFile() == nil {
+		return int64(layout.ECOf(l).RowSize())
+	}
 	ss := int64(l.StripeSize)
 	c := min(ss, maxRPC)
 	for c > proto.MinStripeSize && ss%c != 0 {
@@ -123,16 +126,35 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 	}
 	delete(wb.dirty, ch.idx)
 	wb.flushing[ch.idx] = ch
+	if st.ra.chunks[ch.idx] != nil {
+		// Fetched while the chunk was dirty (a degraded read of an
+		// erasure-coded row): stale once this lands.
+		c.releaseRA(st, ch.idx)
+	}
 	c.inflight.Add(1)
 	c.counters.flushes.Add(1)
 	if ch.dirty.Covers(0, wb.size) {
 		c.counters.fullFlushes.Add(1)
 	}
 	lay := st.layout
+	var knownEnd uint64
+	if lay.IsEC() {
+		// The row's RMW must not take this flush's own data for data
+		// already on the OSTs; later ones must.
+		knownEnd = st.ecEnd
+		if r := ch.dirty.Ranges(); len(r) > 0 {
+			st.ecEnd = max(st.ecEnd, uint64(ch.idx*wb.size+r[len(r)-1].End))
+		}
+	}
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		err := c.sendChunk(st.fid, lay, wb.size, ch)
+		var err error
+		if lay.IsEC() {
+			err = c.sendRow(st.fid, lay, ch, knownEnd)
+		} else {
+			err = c.sendChunk(st.fid, lay, wb.size, ch)
+		}
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		c.inflight.Add(-1)
@@ -320,12 +342,15 @@ func (c *Client) waitForMemory(need int64) {
 	}
 }
 
-// waitForFileMemory is waitForMemory for one file's bound. st.mu is held.
+// waitForFileMemory is waitForMemory for one file's bound, which is at
+// least two chunks (erasure-coded rows may be larger than the bound).
+// st.mu is held.
 func (c *Client) waitForFileMemory(st *inodeState) {
 	wb := &st.wb
-	for wb.held > c.opts.MaxDirtyPerFile {
+	limit := max(c.opts.MaxDirtyPerFile, 2*wb.size)
+	for wb.held > limit {
 		if len(wb.flushing) == 0 {
-			c.flushPartial(st, c.opts.MaxDirtyPerFile/2, 0)
+			c.flushPartial(st, limit/2, 0)
 			if len(wb.flushing) == 0 {
 				return
 			}

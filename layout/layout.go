@@ -1,6 +1,8 @@
-// Package layout is the pure arithmetic of striping: which object and
-// object offset hold a file byte, and how big each object is for a file
-// size. It does no I/O.
+// Package layout is the pure arithmetic of striping and erasure coding:
+// which object and object offset hold a file byte, how big each object is
+// for a file size, and (ec.go, ecrow.go) where the units of an
+// erasure-coded row live, their parity, tags and reconstruction. It does
+// no I/O.
 package layout
 
 import "github.com/stripefs/stripefs/proto"
@@ -15,9 +17,16 @@ type Chunk struct {
 }
 
 // Map splits the file range [off, off+n) into chunks, one per stripe unit
-// crossed. A one-stripe layout maps the whole range to one chunk.
+// crossed. A one-stripe layout maps the whole range to one chunk. For an
+// erasure-coded layout the chunks are pieces of data units.
 func Map(l proto.Layout, off uint64, n int) []Chunk {
 	if n <= 0 {
+		return nil
+	}
+	if l.IsEC() {
+		if g := ECOf(l); g.valid() {
+			return g.mapEC(off, n)
+		}
 		return nil
 	}
 	ss, sc := uint64(l.StripeSize), uint64(l.StripeCount)
@@ -45,6 +54,12 @@ func Map(l proto.Layout, off uint64, n int) []Chunk {
 // bytes (with no holes at its end): the object's share of full rows plus
 // its part of the last, partial row.
 func ObjectSize(l proto.Layout, size uint64, stripe int) uint64 {
+	if l.IsEC() {
+		if g := ECOf(l); g.valid() {
+			return g.ObjectSize(size, stripe)
+		}
+		return 0
+	}
 	ss, sc := uint64(l.StripeSize), uint64(l.StripeCount)
 	row := ss * sc
 	full := size / row
@@ -61,6 +76,12 @@ func ObjectSize(l proto.Layout, size uint64, stripe int) uint64 {
 // stripe: the end, in file offsets, of the object's last byte.
 func FileEnd(l proto.Layout, stripe int, objSize uint64) uint64 {
 	if objSize == 0 {
+		return 0
+	}
+	if l.IsEC() {
+		if g := ECOf(l); g.valid() {
+			return g.FileEnd(stripe, objSize)
+		}
 		return 0
 	}
 	ss, sc := uint64(l.StripeSize), uint64(l.StripeCount)

@@ -135,6 +135,10 @@ func Open(cfg Config) (*MDT, error) {
 	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{}),
 		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}}
 	m.remoteSync.Store(cfg.RemoteSync)
+	if err := m.upgradeFormat(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := m.load(); err != nil {
 		db.Close()
 		return nil, err

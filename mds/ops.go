@@ -266,7 +266,9 @@ func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (p
 	if req.IsSet() {
 		l = req
 	}
-	if l.StripeCount == proto.AllOSTs || l.StripeCount > uint32(nOST) && !req.IsSet() {
+	// A default wider than the OSTs there are shrinks to them; an
+	// erasure-coded one cannot (a row needs its K+M OSTs): Validate says so.
+	if !l.IsEC() && (l.StripeCount == proto.AllOSTs || l.StripeCount > uint32(nOST) && !req.IsSet()) {
 		l.StripeCount = uint32(nOST)
 	}
 	if len(l.OSTs) == 0 {

@@ -81,8 +81,10 @@ type index struct {
 	db    *pebble.DB
 	name  string // "ost3", for errors
 	dirty atomic.Bool
-	stop  chan struct{}
-	done  chan struct{}
+	// tagsDirty: unit tags were committed since the last sync (ectag.go).
+	tagsDirty atomic.Bool
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 func openIndex(dir, name string) (*index, bool, error) {

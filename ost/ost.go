@@ -375,6 +375,9 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	if req.Off > 1<<50 {
 		return rpc.Reply{}, o.errorf("write", req.Obj, syscall.EFBIG)
 	}
+	if err := checkTag(&req); err != nil {
+		return rpc.Reply{}, o.errorf("write", req.Obj, err)
+	}
 	o.space.bind(r.Peer, req.Grant.Client)
 	mu := o.lock(req.Obj)
 	mu.RLock()
@@ -391,9 +394,19 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		if _, err := of.f.WriteAt(r.Bulk, int64(req.Off)); err != nil {
 			return rpc.Reply{}, o.errorf("write", req.Obj, err)
 		}
+		if err := o.putTag(&req); err != nil {
+			return rpc.Reply{}, o.errorf("write", req.Obj, err)
+		}
 		return rpc.Reply{Msg: &proto.OWriteReply{Size: end}}, nil
 	}
-	return o.allocatingWrite(ctx, &req, r.Bulk, of, est)
+	rep, err := o.allocatingWrite(ctx, &req, r.Bulk, of, est)
+	if err != nil {
+		return rep, err
+	}
+	if err := o.putTag(&req); err != nil {
+		return rpc.Reply{}, o.errorf("write", req.Obj, err)
+	}
+	return rep, nil
 }
 
 // allocatingWrite is a write that may allocate up to est bytes. The
@@ -440,12 +453,22 @@ func (o *OST) read(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	if err := r.Decode(&req); err != nil {
 		return rpc.Reply{}, fmt.Errorf("ost%d: read: %v: %w", o.cfg.Index, err, syscall.EINVAL)
 	}
-	if req.Len > rpc.MaxBulk || req.Off > 1<<50 {
+	if req.Len > rpc.MaxBulk || req.Off > 1<<50 || req.TagOff > 1<<50 {
 		return rpc.Reply{}, o.errorf("read", req.Obj, syscall.EINVAL)
+	}
+	var tag []byte
+	if req.WantTag {
+		var err error
+		if tag, err = o.getTag(req.Obj, req.TagOff); err != nil {
+			return rpc.Reply{}, o.errorf("read", req.Obj, err)
+		}
 	}
 	of, err := o.get(req.Obj, false)
 	if errors.Is(err, os.ErrNotExist) {
-		return rpc.Reply{Msg: &proto.OReadReply{}}, nil // never written: a hole
+		if req.MustExist {
+			return rpc.Reply{}, o.errorf("read", req.Obj, syscall.ENOENT)
+		}
+		return rpc.Reply{Msg: &proto.OReadReply{Tag: tag}}, nil // never written: a hole
 	}
 	if err != nil {
 		return rpc.Reply{}, o.errorf("read", req.Obj, err)
@@ -473,7 +496,7 @@ func (o *OST) read(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		}
 		return rpc.Reply{}, o.errorf("read", req.Obj, err)
 	}
-	return rpc.Reply{Msg: &proto.OReadReply{N: uint32(n), Size: uint64(fi.Size())}, Bulk: [][]byte{buf[:n]}, Done: done}, nil
+	return rpc.Reply{Msg: &proto.OReadReply{N: uint32(n), Size: uint64(fi.Size()), Tag: tag}, Bulk: [][]byte{buf[:n]}, Done: done}, nil
 }
 
 func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
@@ -485,7 +508,12 @@ func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
 	defer mu.Unlock()
 	of, err := o.get(r.Obj, r.Size > 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return &proto.Empty{}, nil // truncating a missing object to 0: nothing to do
+		// Truncating a missing object to 0: nothing to do but forget its
+		// tags, if any survived it.
+		if err := o.dropTags(r.Obj, 0); err != nil {
+			return nil, o.errorf("punch", r.Obj, err)
+		}
+		return &proto.Empty{}, nil
 	}
 	if err != nil {
 		return nil, o.errorf("punch", r.Obj, err)
@@ -496,6 +524,9 @@ func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
 		return nil, o.errorf("punch", r.Obj, err)
 	}
 	if err := of.f.Truncate(int64(r.Size)); err != nil {
+		return nil, o.errorf("punch", r.Obj, err)
+	}
+	if err := o.dropTags(r.Obj, r.Size); err != nil {
 		return nil, o.errorf("punch", r.Obj, err)
 	}
 	var st unix.Stat_t
@@ -530,6 +561,9 @@ func (o *OST) destroy(ctx context.Context, r *proto.ODestroyReq) (any, error) {
 		return nil, o.errorf("destroy", r.Obj, err)
 	}
 	if err := os.Remove(o.objPath(r.Obj)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, o.errorf("destroy", r.Obj, err)
+	}
+	if err := o.dropTags(r.Obj, 0); err != nil {
 		return nil, o.errorf("destroy", r.Obj, err)
 	}
 	if had {
@@ -576,6 +610,9 @@ func (o *OST) sync(ctx context.Context, r *proto.OSyncReq) (any, error) {
 		if err != nil {
 			return nil, o.errorf("sync", id, err)
 		}
+	}
+	if err := o.syncTags(); err != nil {
+		return nil, fmt.Errorf("ost%d: sync: %w", o.cfg.Index, err)
 	}
 	return &proto.Empty{}, nil
 }

@@ -302,8 +302,18 @@ type OWriteReq struct {
 	Off uint64
 	// Grant says who writes and for whom (quota.go).
 	Grant WriteGrant
+	// Tag, when not empty, is stored under (Obj, TagOff) once the data is
+	// written, replacing the one there. Erasure-coded files label each
+	// unit of a row with one (version and checksum, fs/EC.md); the OST
+	// keeps it without interpreting it. A write may carry a tag and no
+	// data.
+	Tag    []byte
+	TagOff uint64
 	// Bulk data follows the message.
 }
+
+// MaxTag bounds an OWriteReq tag.
+const MaxTag = 8 << 10
 
 type OWriteReply struct {
 	Size  uint64
@@ -314,12 +324,20 @@ type OReadReq struct {
 	Obj ObjID
 	Off uint64
 	Len uint32
+	// MustExist fails the read with ENOENT when the object does not
+	// exist, instead of reading a hole: erasure-coded reads tell a lost
+	// object from one never written.
+	MustExist bool
+	// WantTag asks for the tag stored under (Obj, TagOff).
+	WantTag bool
+	TagOff  uint64
 }
 
 // OReadReply: the bulk holds the bytes read (short at the object's end).
 type OReadReply struct {
 	N    uint32
 	Size uint64 // the object's size
+	Tag  []byte // with WantTag: the stored tag, empty if none
 }
 
 type OPunchReq struct {

@@ -42,6 +42,11 @@ type Call struct {
 	// Replay marks a change the client must keep until the server commits
 	// it, and replay if the server restarts first (Client.Replay on).
 	Replay bool
+	// FailFast fails the call at once when the server cannot be reached,
+	// instead of redialing for RetryFor: for callers that have somewhere
+	// else to go (an erasure-coded read rebuilds the data from the other
+	// OSTs).
+	FailFast bool
 
 	transno, committed uint64 // from the reply header
 
@@ -129,7 +134,7 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 		if err == nil {
 			return c.do(ctx, cc, call)
 		}
-		if errors.Is(err, errClosed) || ctx.Err() != nil || time.Since(start) > c.RetryFor {
+		if errors.Is(err, errClosed) || call.FailFast || ctx.Err() != nil || time.Since(start) > c.RetryFor {
 			return fmt.Errorf("%s: %w", c.Addr, err)
 		}
 		select {

@@ -58,13 +58,16 @@ func clusterOf(path string) (*proto.Config, error) {
 
 func setstripeCmd() *cobra.Command {
 	var count int
-	var size, first string
+	var size, first, ec string
 	cmd := &cobra.Command{
-		Use:   "setstripe [-c COUNT] [-S SIZE] [-i FIRST_OST] PATH",
+		Use:   "setstripe [-c COUNT] [-S SIZE] [-i FIRST_OST] [-E K+M] PATH",
 		Short: "Set the layout of a new file, or a directory's default for new files",
 		Long: `Set the layout of a new (empty) file, creating it if it does not exist, or
 the default layout of a directory for the files created in it afterwards.
--c -1 stripes over every OST; -S takes 64k, 1M, 4M…; -i -1 lets the MDT choose.`,
+-c -1 stripes over every OST; -S takes 64k, 1M, 4M…; -i -1 lets the MDT choose.
+-E K+M erasure-codes the file: rows of K data units of SIZE with M parity
+units, on K+M distinct OSTs (the stripe count is K+M), readable with any M
+OSTs lost; -E none goes back to plain striping.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
@@ -85,6 +88,17 @@ the default layout of a directory for the files created in it afterwards.
 				}
 				kv = append(kv, fmt.Sprintf("stripe_size=%d", n))
 			}
+			if cmd.Flags().Changed("ec") {
+				k, m, err := proto.ParseEC(ec)
+				if err != nil {
+					return err
+				}
+				if k == 0 {
+					kv = append(kv, "ec=none")
+				} else {
+					kv = append(kv, fmt.Sprintf("ec=%d+%d", k, m))
+				}
+			}
 			if cmd.Flags().Changed("stripe-index") {
 				n, err := strconv.Atoi(first)
 				if err != nil || n < -1 {
@@ -93,7 +107,7 @@ the default layout of a directory for the files created in it afterwards.
 				kv = append(kv, fmt.Sprintf("stripe_offset=%d", n))
 			}
 			if len(kv) == 0 {
-				return fmt.Errorf("nothing to set: give -c, -S or -i")
+				return fmt.Errorf("nothing to set: give -c, -S, -i or -E")
 			}
 			st, err := os.Stat(path)
 			created := false
@@ -133,6 +147,7 @@ the default layout of a directory for the files created in it afterwards.
 	f.IntVarP(&count, "stripe-count", "c", 1, "number of OSTs to stripe over (-1: all)")
 	f.StringVarP(&size, "stripe-size", "S", "1M", "stripe unit size, a multiple of 64k")
 	f.StringVarP(&first, "stripe-index", "i", "-1", "first OST (-1: the MDT chooses)")
+	f.StringVarP(&ec, "ec", "E", "", "erasure coding: K+M data+parity units per row (e.g. 4+2), or none")
 	return cmd
 }
 
@@ -157,14 +172,26 @@ func getstripeCmd() *cobra.Command {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 				osts, fid := layoutFields(string(v))
+				pattern := "raid0"
+				if l.IsEC() {
+					pattern = "ec"
+				}
 				if asJSON {
-					json.NewEncoder(os.Stdout).Encode(map[string]any{"path": path, "lmm_stripe_count": int32(l.StripeCount),
-						"lmm_stripe_size": l.StripeSize, "lmm_stripe_offset": l.FirstOST, "osts": osts, "fid": fid})
+					out := map[string]any{"path": path, "lmm_stripe_count": int32(l.StripeCount),
+						"lmm_stripe_size": l.StripeSize, "lmm_pattern": pattern, "lmm_stripe_offset": l.FirstOST, "osts": osts, "fid": fid}
+					if l.IsEC() {
+						out["lmm_ec_data"], out["lmm_ec_parity"] = l.ECData, l.ECParity
+					}
+					json.NewEncoder(os.Stdout).Encode(out)
 					continue
 				}
 				fmt.Println(path)
-				fmt.Printf("lmm_stripe_count:  %d\nlmm_stripe_size:   %d\nlmm_pattern:       raid0\nlmm_stripe_offset: %d\n",
-					int32(l.StripeCount), l.StripeSize, l.FirstOST)
+				fmt.Printf("lmm_stripe_count:  %d\nlmm_stripe_size:   %d\nlmm_pattern:       %s\n", int32(l.StripeCount), l.StripeSize, pattern)
+				if l.IsEC() {
+					fmt.Printf("lmm_ec:            %d+%d (%d data and %d parity units per row; parity rotates over the objects)\n",
+						l.ECData, l.ECParity, l.ECData, l.ECParity)
+				}
+				fmt.Printf("lmm_stripe_offset: %d\n", l.FirstOST)
 				if fid != "" {
 					fmt.Printf("lmm_fid:           %s\n\tobdidx\t\t objid\n", fid)
 					for i, o := range osts {

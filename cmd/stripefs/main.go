@@ -47,7 +47,7 @@ func main() {
 	root.PersistentFlags().StringVar(&pprofAddr, "pprof", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060)")
 	root.AddCommand(mdsCmd(), ostCmd(), mountCmd(), upCmd(), benchCmd(), loopbackCmd(),
 		setstripeCmd(), getstripeCmd(), statsCmd(),
-		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(),
+		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(), rebuildCmd(), scrubCmd(),
 		nfsCmd(), nfsexportCmd(),
 		setquotaCmd(), quotaCmd(), projectCmd())
 	if err := root.Execute(); err != nil {

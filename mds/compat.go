@@ -1,0 +1,160 @@
+package mds
+
+import (
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// The format of an MDT's records. Format 3 added the erasure-coding
+// fields to layouts; the codec has no optional fields, so a database
+// written by format 2 code is rewritten once, when format 3 code first
+// opens it, before anything else reads it: inodes, the cluster map and
+// the inodes inside update-log records. The key keyFormat says which
+// format the database holds (none: format 2, or a new database).
+const dbFormat = 3
+
+var keyFormat = []byte("Mformat")
+
+// The v2 types are frozen copies of the records of format 2: never edit
+// them.
+
+type layoutV2 struct {
+	StripeSize  uint32
+	StripeCount uint32
+	FirstOST    int32
+	OSTs        []uint32
+}
+
+func (l layoutV2) current() proto.Layout {
+	return proto.Layout{StripeSize: l.StripeSize, StripeCount: l.StripeCount, FirstOST: l.FirstOST, OSTs: l.OSTs}
+}
+
+type attrV2 struct {
+	FID                 proto.FID
+	Mode                uint32
+	Nlink               uint32
+	Uid, Gid            uint32
+	Rdev                uint32
+	Size                uint64
+	Atime, Mtime, Ctime int64
+	Layout              layoutV2
+}
+
+type inodeV2 struct {
+	Attr      attrV2
+	Parent    proto.FID
+	Target    string
+	DefLayout layoutV2
+	DefDir    DirLayout
+}
+
+type configV2 struct {
+	FSName  string
+	MDTs    []proto.Target
+	OSTs    []proto.Target
+	Default layoutV2
+}
+
+// inodeFromV2 re-encodes a format 2 inode record in the current form.
+func inodeFromV2(b []byte) ([]byte, error) {
+	var old inodeV2
+	if err := wire.Unmarshal(b, &old); err != nil {
+		return nil, err
+	}
+	a := old.Attr
+	n := inode{
+		Attr: proto.Attr{FID: a.FID, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev, Size: a.Size,
+			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.current()},
+		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.current(), DefDir: old.DefDir,
+	}
+	return encode(&n), nil
+}
+
+// upgradeFormat rewrites a format 2 database in the current format, in
+// one synced batch, and marks a new database as current.
+func (m *MDT) upgradeFormat() error {
+	v, closer, err := m.db.Get(keyFormat)
+	if err == nil {
+		defer closer.Close()
+		var f struct{ Format uint32 }
+		if err := wire.Unmarshal(v, &f); err != nil {
+			return fmt.Errorf("mdt%d: corrupt format record: %w", m.cfg.Index, err)
+		}
+		if f.Format != dbFormat {
+			return fmt.Errorf("mdt%d: database format %d, this version reads format %d", m.cfg.Index, f.Format, dbFormat)
+		}
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("mdt%d: read format: %w", m.cfg.Index, err)
+	}
+	b := m.db.NewBatch()
+	defer b.Close()
+	inodes, records := 0, 0
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pInode}, UpperBound: []byte{pInode + 1}})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		nv, err := inodeFromV2(it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("mdt%d: upgrade: inode %x: %w", m.cfg.Index, it.Key(), err)
+		}
+		b.Set(it.Key(), nv, nil)
+		inodes++
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
+	}
+	it, err = m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pTxn}, UpperBound: []byte{pTxn + 1}})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		var rec dtx.Record
+		if err := wire.Unmarshal(it.Value(), &rec); err != nil {
+			it.Close()
+			return fmt.Errorf("mdt%d: upgrade: update-log record %x: %w", m.cfg.Index, it.Key(), err)
+		}
+		for i := range rec.Updates {
+			if u := &rec.Updates[i]; len(u.Inode) > 0 {
+				if u.Inode, err = inodeFromV2(u.Inode); err != nil {
+					it.Close()
+					return fmt.Errorf("mdt%d: upgrade: update-log record %x: %w", m.cfg.Index, it.Key(), err)
+				}
+			}
+		}
+		b.Set(it.Key(), encode(&rec), nil)
+		records++
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
+	}
+	if v, closer, err := m.db.Get(keyConfig); err == nil {
+		var old configV2
+		err := wire.Unmarshal(v, &old)
+		closer.Close()
+		if err != nil {
+			return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
+		}
+		b.Set(keyConfig, encode(&proto.Config{FSName: old.FSName, MDTs: old.MDTs, OSTs: old.OSTs, Default: old.Default.current()}), nil)
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
+	}
+	b.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat}), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
+	}
+	if inodes+records > 0 {
+		log.Printf("mdt%d: database upgraded to format %d: %d inodes, %d update-log records", m.cfg.Index, dbFormat, inodes, records)
+	}
+	return nil
+}

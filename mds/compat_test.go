@@ -1,0 +1,97 @@
+package mds
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/wire"
+)
+
+// TestUpgradeFromFormat2 writes a database as format 2 code did (layouts
+// without erasure-coding fields) and checks that opening it rewrites
+// every record in the current form, once.
+func TestUpgradeFromFormat2(t *testing.T) {
+	mem := vfs.NewMem()
+	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
+	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	lay := layoutV2{StripeSize: 1 << 20, StripeCount: 2, FirstOST: 1, OSTs: []uint32{1, 2}}
+	file := inodeV2{Attr: attrV2{FID: fileFID, Mode: sIFREG | 0o644, Nlink: 1, Size: 12345, Layout: lay}}
+	dir := inodeV2{Attr: attrV2{FID: dirFID, Mode: sIFDIR | 0o755, Nlink: 2}, Parent: proto.RootFID,
+		DefLayout: layoutV2{StripeSize: 65536, StripeCount: 4, FirstOST: -1}, DefDir: DirLayout{Set: true, Index: -1, Count: 1}}
+	root := inodeV2{Attr: attrV2{FID: proto.RootFID, Mode: sIFDIR | 0o755, Nlink: 3}, Parent: proto.RootFID}
+	rec := dtx.Record{ID: dtx.OpID{Coord: 0, Epoch: 1, Seq: 1}, Op: "mkdir",
+		Updates: []dtx.Update{{Kind: dtx.CreateInode, MDT: 1, Inode: wire.Marshal(nil, &dir)}}}
+	cfg := configV2{FSName: "old", OSTs: []proto.Target{{Kind: proto.KindOST, Index: 0, Addr: "x"}},
+		Default: layoutV2{StripeSize: 1 << 20, StripeCount: 1, FirstOST: -1}}
+	b := db.NewBatch()
+	for _, n := range []*inodeV2{&file, &dir, &root} {
+		b.Set(inodeKey(n.Attr.FID), wire.Marshal(nil, n), nil)
+	}
+	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
+	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	m := &MDT{cfg: Config{Index: 0}, db: db}
+	for pass := 0; pass < 2; pass++ { // the second finds the format key
+		if err := m.upgradeFormat(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := m.getInode(fileFID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Attr.Size != 12345 || n.Attr.Layout.String() != lay.current().String() || n.Attr.Layout.IsEC() {
+		t.Fatalf("file after upgrade: %+v", n.Attr)
+	}
+	d, err := m.getInode(dirFID)
+	if err != nil || d.DefLayout.StripeCount != 4 || !d.DefDir.Set || d.Parent != proto.RootFID {
+		t.Fatalf("directory after upgrade: %+v %v", d, err)
+	}
+	v, closer, err := db.Get(txnKey(rec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got dtx.Record
+	if err := wire.Unmarshal(v, &got); err != nil {
+		t.Fatal(err)
+	}
+	closer.Close()
+	var inRec inode
+	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.DefLayout.StripeSize != 65536 {
+		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
+	}
+	v, closer, err = db.Get(keyConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c proto.Config
+	if err := wire.Unmarshal(v, &c); err != nil || c.FSName != "old" || c.Default.StripeSize != 1<<20 || len(c.OSTs) != 1 {
+		t.Fatalf("cluster map after upgrade: %+v %v", c, err)
+	}
+	closer.Close()
+	db.Close()
+
+	// A database marked with a newer format is refused, not misread.
+	db, err = pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat + 1}), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	m = &MDT{cfg: Config{Index: 0}, db: db}
+	if err := m.upgradeFormat(); err == nil {
+		t.Fatal("a newer format was accepted")
+	}
+}
