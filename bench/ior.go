@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -626,12 +625,7 @@ func (w *counterWatch) delta(before, after *stats.Snapshot) *FSCounters {
 
 // WriteJSON writes the result as one indented JSON object.
 func (res *IORResult) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return writeJSON(w, res)
 }
 
 // WriteTable writes the result the way IOR prints its summary.

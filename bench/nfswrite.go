@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -390,12 +389,7 @@ func alignedBuf(n int) []byte {
 
 // WriteJSON writes the result as one indented JSON object.
 func (res *NFSWriteResult) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return writeJSON(w, res)
 }
 
 // WriteTable writes the result for people.

@@ -85,12 +85,7 @@ func (r Report) MarshalJSON() ([]byte, error) {
 
 // WriteJSON writes the report as one indented JSON object.
 func (r *Report) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the report for people: a header line, then one row
@@ -168,4 +163,15 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no (only posix_fadvise DONTNEED on the file)"
+}
+
+// writeJSON writes v as one indented JSON object and a newline: every
+// benchmark's --json form.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -543,12 +542,7 @@ func (r *SurveyResult) ratios() {
 
 // WriteJSON writes the result as one JSON object.
 func (r *SurveyResult) WriteJSON(w io.Writer) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return writeJSON(w, r)
 }
 
 // surveyCounters are the counters the table shows, in order.
