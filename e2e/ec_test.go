@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -287,23 +286,7 @@ func TestECFsx(t *testing.T) {
 	if os.Getenv("STRIPEFS_EC_FSX") == "" {
 		t.Skip("known intermittent EC read-size bug under investigation; STRIPEFS_EC_FSX=1 runs it")
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("STRIPEFS_FSX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("STRIPEFS_FSX_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	nops := 1500
-	if s := os.Getenv("STRIPEFS_FSX_OPS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			t.Fatalf("STRIPEFS_FSX_OPS=%q: not a count", s)
-		}
-		nops = v
-	}
-	t.Logf("fsx: seed %d, %d operations (replay with STRIPEFS_FSX_SEED=%d)", seed, nops, seed)
+	seed, nops := fsxParams(t, 1500)
 	c := testcluster.Start(t, 1, 4)
 	mnt := c.MountFS()
 	x := newFsx(t, seed, nops, filepath.Join(mnt, "fsx"), filepath.Join(t.TempDir(), "fsx"))

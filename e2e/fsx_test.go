@@ -65,23 +65,7 @@ var (
 // number of operations (default 3000) and STRIPEFS_FSX_VERBOSE=1 logs every
 // operation.
 func TestFsx(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("STRIPEFS_FSX_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 0, 64)
-		if err != nil {
-			t.Fatalf("STRIPEFS_FSX_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	nops := 3000
-	if s := os.Getenv("STRIPEFS_FSX_OPS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			t.Fatalf("STRIPEFS_FSX_OPS=%q: not a count", s)
-		}
-		nops = v
-	}
-	t.Logf("fsx: seed %d, %d operations (replay with STRIPEFS_FSX_SEED=%d)", seed, nops, seed)
+	seed, nops := fsxParams(t, 3000)
 
 	c := testcluster.Start(t, 2, 4)
 	mnt := c.MountFS()
@@ -1006,4 +990,28 @@ func fsxFlags(flags int) string {
 		}
 	}
 	return s
+}
+
+// fsxParams reads STRIPEFS_FSX_SEED (default: the clock) and
+// STRIPEFS_FSX_OPS (default defOps) and logs how to replay the run.
+func fsxParams(t *testing.T, defOps int) (seed uint64, nops int) {
+	t.Helper()
+	seed = uint64(time.Now().UnixNano())
+	if s := os.Getenv("STRIPEFS_FSX_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 0, 64)
+		if err != nil {
+			t.Fatalf("STRIPEFS_FSX_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	nops = defOps
+	if s := os.Getenv("STRIPEFS_FSX_OPS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			t.Fatalf("STRIPEFS_FSX_OPS=%q: not a count", s)
+		}
+		nops = v
+	}
+	t.Logf("fsx: seed %d, %d operations (replay with STRIPEFS_FSX_SEED=%d)", seed, nops, seed)
+	return seed, nops
 }
