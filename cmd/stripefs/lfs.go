@@ -24,20 +24,28 @@ import (
 
 // parseLfsSize reads sizes the way lfs does: 1048576, 64k, 1M, 4G.
 func parseLfsSize(s string) (int64, error) {
-	mult := int64(1)
-	switch strings.ToLower(s[len(s)-1:]) {
-	case "k":
-		mult = 1 << 10
-	case "m":
-		mult = 1 << 20
-	case "g":
-		mult = 1 << 30
+	n, err := parseLfsUnits(s, 1)
+	if err != nil {
+		return 0, fmt.Errorf("bad size %q (bytes, or with k, m, g, t)", s)
 	}
-	if mult > 1 {
+	return int64(n), nil
+}
+
+// parseLfsUnits reads a number with an optional binary suffix (k, m, g,
+// t); a bare number counts in unit. Both lfs setstripe (bytes) and lfs
+// setquota (KiB) read sizes this way.
+func parseLfsUnits(s string, unit uint64) (uint64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, fmt.Errorf("empty size")
+	}
+	mult := unit
+	if i := strings.IndexByte("kmgt", strings.ToLower(s[len(s)-1:])[0]); i >= 0 {
+		mult = 1 << (10 * (i + 1))
 		s = s[:len(s)-1]
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > 1<<63/mult {
 		return 0, fmt.Errorf("bad size %q", s)
 	}
 	return n * mult, nil

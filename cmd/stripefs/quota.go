@@ -109,28 +109,14 @@ func (q *quotaID) key(def bool) (proto.QuotaKey, error) {
 // parseBlockLimit reads a block limit the way lfs setquota does: a bare
 // number is KiB, and k, m, g, t (binary) suffixes give other units.
 func parseBlockLimit(s string) (uint64, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
+	if strings.TrimSpace(s) == "" {
 		return 0, nil
 	}
-	mult := uint64(1 << 10)
-	switch strings.ToLower(s[len(s)-1:]) {
-	case "k":
-		mult = 1 << 10
-	case "m":
-		mult = 1 << 20
-	case "g":
-		mult = 1 << 30
-	case "t":
-		mult = 1 << 40
-	default:
-		s += "k"
-	}
-	n, err := strconv.ParseUint(s[:len(s)-1], 10, 64)
-	if err != nil || n > 1<<63/mult {
+	n, err := parseLfsUnits(s, 1<<10)
+	if err != nil {
 		return 0, fmt.Errorf("bad block limit %q (KiB, or with k, m, g, t)", s)
 	}
-	return n * mult, nil
+	return n, nil
 }
 
 // parseSoftHard reads "SOFT:HARD" (or one number for both).
