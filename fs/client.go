@@ -67,6 +67,9 @@ type Client struct {
 
 	filesMu sync.Mutex
 	files   map[proto.FID]*inodeState // files open through this client
+	// attrEpoch orders this client's size reports against the MDT
+	// requests whose replies carry attributes (overlay).
+	attrEpoch atomic.Uint64
 
 	bg   sync.WaitGroup // flushes and object destroys in flight
 	stop chan struct{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -114,4 +115,57 @@ func worker(ctx context.Context, c *fs.Client, dir proto.FID, g int) error {
 		return fmt.Errorf("unlink of a renamed-away name: %v", err)
 	}
 	return nil
+}
+
+// TestSizeNotOvertakenByReport checks that attributes read while a close
+// reports a grown size never show the size from before the growth: an MDT
+// reply sent before the report lands is stale, and the kernel would take
+// its smaller size for end of file (the read of 0 bytes TestECFsx found).
+func TestSizeNotOvertakenByReport(t *testing.T) {
+	c := start(t, 1, 2)
+	ctx := context.Background()
+	a, keep, err := c.Create(ctx, root, "grows", 0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Release(ctx) // the file stays open: each close below is not the last
+	var written atomic.Uint64
+	stop := make(chan struct{})
+	failed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(failed)
+				return
+			default:
+			}
+			want := written.Load()
+			got, err := c.Getattr(ctx, a.FID)
+			if err == nil && got.Size < want {
+				err = fmt.Errorf("getattr: size %d, but %d bytes were written before it was asked", got.Size, want)
+			}
+			if err != nil {
+				failed <- err
+				return
+			}
+		}
+	}()
+	for i := 1; i <= 300; i++ {
+		f, err := c.Open(ctx, a.FID, syscall.O_RDWR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(ctx, []byte{byte(i)}, int64(i*100)); err != nil {
+			t.Fatal(err)
+		}
+		written.Store(uint64(i*100 + 1))
+		if err := f.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-failed; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -22,13 +22,18 @@ type inodeState struct {
 	layout proto.Layout
 	refs   int // open handles; guarded by Client.filesMu
 
-	mu       sync.Mutex
-	size     uint64
-	mtime    int64
-	dirty    bool // size/mtime changed by writes and not yet told to the MDT
-	wb       writeback
-	ra       readahead
-	flushAll int // flushAll calls waiting: chunks are sent as soon as they can be
+	mu    sync.Mutex
+	size  uint64
+	mtime int64
+	dirty bool // size/mtime changed by writes and not yet told to the MDT
+	// reporting counts size reports (setattr, close) on their way to the
+	// MDT, and reported is the attribute epoch at which the last one
+	// landed: an MDT reply to a request sent before then may predate it.
+	reporting int
+	reported  uint64
+	wb        writeback
+	ra        readahead
+	flushAll  int // flushAll calls waiting: chunks are sent as soon as they can be
 
 	// ecEnd bounds the data of an erasure-coded file on the OSTs as far
 	// as this client knows (the size at open, raised by each flush, cut by
@@ -71,18 +76,36 @@ func (c *Client) openState(fid proto.FID) *inodeState {
 	return c.files[fid]
 }
 
-// overlay puts the size and mtime of unreported writes into a.
-func (c *Client) overlay(a *proto.Attr) {
+// attrStamp is taken before an MDT request whose reply carries
+// attributes, and handed to overlay with the reply.
+func (c *Client) attrStamp() uint64 { return c.attrEpoch.Load() }
+
+// overlay puts this client's size and mtime of an open file into a, an
+// MDT reply to a request sent at stamp, unless the MDT is known to have
+// them: none unreported, none on the way, and the last report landed
+// before the request was sent. Otherwise a reply overtaken by this
+// client's own size report would shrink the kernel's file size, and a
+// read there would see end of file.
+func (c *Client) overlay(a *proto.Attr, stamp uint64) {
 	st := c.openState(a.FID)
 	if st == nil {
 		return
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.dirty {
+	st.overlayLocked(a, stamp)
+}
+
+// overlayLocked is overlay with st.mu held.
+func (st *inodeState) overlayLocked(a *proto.Attr, stamp uint64) {
+	if st.dirty || st.reporting > 0 || st.reported > stamp {
 		a.Size, a.Mtime = st.size, st.mtime
 	}
 }
+
+// sizeReported records that a size report of st reached the MDT; st.mu
+// is held.
+func (c *Client) sizeReported(st *inodeState) { st.reported = c.attrEpoch.Add(1) }
 
 // FID is the open file's identifier.
 func (f *File) FID() proto.FID { return f.st.fid }
@@ -242,6 +265,7 @@ func (f *File) flushAttrs(ctx context.Context, sync bool) error {
 		return err
 	}
 	st.dirty = false
+	f.c.sizeReported(st)
 	return nil
 }
 
@@ -274,10 +298,28 @@ func (f *File) Fsync(ctx context.Context) error {
 }
 
 // Release closes the handle. The last close of a file tells the MDT, which
-// may then ask for an unlinked file's objects to be destroyed.
+// may then ask for an unlinked file's objects to be destroyed. The file
+// stays known to this client until the MDT has the size the close
+// reports, so attributes read meanwhile are overlaid (see overlay), and an
+// open meanwhile shares its state.
 func (f *File) Release(ctx context.Context) error {
 	c, st := f.c, f.st
 	ferr := c.flushAll(st)
+	st.mu.Lock()
+	req := &proto.CloseReq{FID: st.fid, SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
+	st.dirty = false
+	st.reporting++
+	st.mu.Unlock()
+	var r proto.CloseReply
+	err := c.mdtCall(ctx, st.fid, proto.MClose, req, &r)
+	st.mu.Lock()
+	st.reporting--
+	if err == nil {
+		c.sizeReported(st)
+	} else if req.SetSize {
+		st.dirty = true // the next flush or close reports it again
+	}
+	st.mu.Unlock()
 	c.filesMu.Lock()
 	st.refs--
 	last := st.refs == 0
@@ -285,16 +327,13 @@ func (f *File) Release(ctx context.Context) error {
 		delete(c.files, st.fid)
 	}
 	c.filesMu.Unlock()
-	st.mu.Lock()
-	req := &proto.CloseReq{FID: st.fid, SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
-	st.dirty = false
 	if last {
+		st.mu.Lock()
 		c.dropDirty(st) // what still failed to flush dies with the last handle
 		c.dropReadahead(st, 0)
+		st.mu.Unlock()
 	}
-	st.mu.Unlock()
-	var r proto.CloseReply
-	if err := c.mdtCall(ctx, st.fid, proto.MClose, req, &r); err != nil {
+	if err != nil {
 		return err
 	}
 	if r.Destroy {

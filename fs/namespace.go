@@ -17,13 +17,14 @@ type Caller = proto.Caller
 // Lookup finds name in dir.
 func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto.Attr, error) {
 	var r proto.AttrReply
+	stamp := c.attrStamp()
 	if err := c.mdtCall(ctx, dir, proto.MLookup, &proto.LookupReq{Parent: dir, Name: name}, &r); err != nil {
 		return nil, err
 	}
 	if r.Remote { // a directory on another MDT: it has the attributes
 		return c.Getattr(ctx, r.Attr.FID)
 	}
-	c.overlay(&r.Attr)
+	c.overlay(&r.Attr, stamp)
 	return &r.Attr, nil
 }
 
@@ -42,10 +43,11 @@ func (c *Client) Parent(ctx context.Context, dir proto.FID) (*proto.Attr, error)
 // client has not yet reported to the MDT.
 func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error) {
 	var r proto.AttrReply
+	stamp := c.attrStamp()
 	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
 		return nil, err
 	}
-	c.overlay(&r.Attr)
+	c.overlay(&r.Attr, stamp)
 	return &r.Attr, nil
 }
 
@@ -56,18 +58,20 @@ type SetAttr = proto.SetattrReq
 // objects, and the objects are cut before the MDT learns the new size, so
 // a crash in between never lets old data reappear past the end.
 func (c *Client) Setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error) {
+	stamp := c.attrStamp()
 	a, err := c.setattr(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	c.overlay(a)
+	c.overlay(a, stamp)
 	return a, nil
 }
 
 func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error) {
 	var r proto.AttrReply
+	var st *inodeState // the open file whose size this sets; its mu held
 	if req.Valid&proto.SetSize != 0 {
-		st := c.openState(req.FID)
+		st = c.openState(req.FID)
 		if st != nil {
 			// Cached data goes out first, so the cut applies to it too.
 			if err := c.flushAll(st); err != nil {
@@ -76,12 +80,13 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 			st.mu.Lock() // no write may change the size meanwhile
 			defer st.mu.Unlock()
 		}
+		stamp := c.attrStamp()
 		if err := c.mdtCall(ctx, req.FID, proto.MGetattr, &proto.GetattrReq{FID: req.FID}, &r); err != nil {
 			return nil, err
 		}
 		cur := r.Attr
-		if st != nil && st.dirty {
-			cur.Size = st.size
+		if st != nil {
+			st.overlayLocked(&cur, stamp)
 		}
 		switch cur.Mode & syscall.S_IFMT {
 		case syscall.S_IFREG:
@@ -106,6 +111,9 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	}
 	if err := c.mdtCall(ctx, req.FID, proto.MSetattr, req, &r); err != nil {
 		return nil, err
+	}
+	if st != nil {
+		c.sizeReported(st)
 	}
 	return &r.Attr, nil
 }
@@ -240,10 +248,11 @@ func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*pr
 		return nil, fmt.Errorf("fs: link across MDTs: %w", syscall.EXDEV)
 	}
 	var r proto.AttrReply
+	stamp := c.attrStamp()
 	if err := c.mdtCall(ctx, dir, proto.MLink, &proto.LinkReq{FID: fid, Parent: dir, Name: name}, &r); err != nil {
 		return nil, err
 	}
-	c.overlay(&r.Attr)
+	c.overlay(&r.Attr, stamp)
 	return &r.Attr, nil
 }
 
@@ -253,12 +262,13 @@ func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*pr
 func (c *Client) Readdir(ctx context.Context, dir proto.FID, cookie uint64, max int, plus bool) ([]proto.DirEnt, bool, error) {
 	var r proto.ReaddirReply
 	req := &proto.ReaddirReq{FID: dir, Cookie: cookie, Max: uint32(max), Plus: plus}
+	stamp := c.attrStamp()
 	if err := c.mdtCall(ctx, dir, proto.MReaddir, req, &r); err != nil {
 		return nil, false, err
 	}
 	if plus {
 		for i := range r.Entries {
-			c.overlay(&r.Entries[i].Attr)
+			c.overlay(&r.Entries[i].Attr, stamp)
 		}
 	}
 	return r.Entries, r.EOF, nil
