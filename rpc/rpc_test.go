@@ -266,3 +266,62 @@ func TestBadFrames(t *testing.T) {
 		t.Fatalf("server after bad frames: %v", err)
 	}
 }
+
+// TestShortcut checks that a client in the server's process reaches it
+// over a pipe, bulk intact, while the socket keeps serving other
+// processes, and that a closed server is not reached through either.
+func TestShortcut(t *testing.T) {
+	Shortcut = true
+	defer func() { Shortcut = false }()
+	var mu sync.Mutex
+	var peers []string
+	s := NewServer("shortcut")
+	s.Handle(mEcho, func(ctx context.Context, r *Request) (Reply, error) {
+		mu.Lock()
+		peers = append(peers, r.Peer)
+		mu.Unlock()
+		return Reply{Msg: &echoResp{Got: int64(len(r.Bulk))}, Bulk: [][]byte{append([]byte(nil), r.Bulk...)}}, nil
+	})
+	dir := t.TempDir()
+	l, err := Listen("unix:" + dir + "/s.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l)
+	defer s.Close()
+	bulk := bytes.Repeat([]byte("stripefs"), 3<<17) // 3 MiB
+	echo := func(addr string) error {
+		c := NewClient(addr, "test")
+		defer c.Close()
+		in := make([]byte, len(bulk))
+		var r echoResp
+		call := &Call{Method: mEcho, Req: &echoReq{}, Resp: &r, BulkOut: [][]byte{bulk}, BulkIn: in}
+		if err := c.Do(context.Background(), call); err != nil {
+			return err
+		}
+		if r.Got != int64(len(bulk)) || !bytes.Equal(in[:call.NBulkIn], bulk) {
+			return fmt.Errorf("echo of %d bytes came back as %d (server got %d)", len(bulk), call.NBulkIn, r.Got)
+		}
+		return nil
+	}
+	if err := echo(l.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	// Another spelling of the path is not in the table: it is how a
+	// client in another process gets there, over the socket.
+	if err := echo("unix:" + dir + "/./s.sock"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(peers) != 2 || peers[0] != "pipe" || peers[1] == "pipe" {
+		t.Fatalf("peers %q: want the first over the pipe, the second over the socket", peers)
+	}
+	mu.Unlock()
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if c, err := DialContext(ctx, l.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("dialed a closed listener")
+	}
+}

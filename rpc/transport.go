@@ -36,15 +36,25 @@ func Listen(addr string) (net.Listener, error) {
 		inproc.m[name] = l
 		return l, nil
 	}
+	var l net.Listener
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
 		_ = os.Remove(path) // a socket left by a process that died
-		l, err := net.Listen("unix", path)
+		ul, err := net.Listen("unix", path)
 		if err != nil {
 			return nil, err
 		}
-		return unixListener{l, path}, nil
+		l = unixListener{ul, path}
+	} else {
+		tl, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		l = tl
 	}
-	return net.Listen("tcp", addr)
+	if !Shortcut {
+		return l, nil
+	}
+	return newShortcutListener(l), nil
 }
 
 // unixListener reports its address with the "unix:" prefix so that what
@@ -79,6 +89,9 @@ func DialContext(ctx context.Context, addr string) (net.Conn, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	}
+	if c, ok, err := dialShortcut(ctx, addr); ok {
+		return c, err
 	}
 	var d net.Dialer
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/stripefs/stripefs/rpc"
 	"os"
 	"time"
 
@@ -18,6 +19,7 @@ func upCmd() *cobra.Command {
 	var cf clientFlags
 	var nf nfsFlags
 	var nfsAddr string
+	var shortcut bool
 	cmd := &cobra.Command{
 		Use:   "up --data DIR --mount MNT [--mdts 2] [--osts 4] [--nfs ADDR]",
 		Short: "Run a whole filesystem on this machine and mount it (the embedded default)",
@@ -42,6 +44,7 @@ func upCmd() *cobra.Command {
 			if err := os.MkdirAll(mnt, 0o755); err != nil {
 				return err
 			}
+			rpc.Shortcut = shortcut
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			cl, err := cluster.Start(ctx, spec)
 			cancel()
@@ -75,6 +78,7 @@ func upCmd() *cobra.Command {
 	f.StringVar(&nfsAddr, "nfs", "", "also serve the filesystem over NFSv3 on this address (e.g. 127.0.0.1:2049)")
 	f.StringVar(&spec.DataDir, "data", "", "data directory for every server")
 	f.BoolVar(&spec.Unix, "unix-osts", true, "serve the OSTs on Unix sockets in the data directory (faster for this host's mount; turn off to mount from other hosts)")
+	f.BoolVar(&shortcut, "shortcut", true, "let the mount and the servers in this process talk over in-process pipes instead of their sockets (other processes still use the sockets)")
 	f.StringVar(&mnt, "mount", "", "mount point")
 	f.IntVar(&spec.MDTs, "mdts", 2, "number of MDTs (first start only)")
 	f.IntVar(&spec.OSTs, "osts", 4, "number of OSTs (first start only)")
