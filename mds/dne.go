@@ -88,6 +88,9 @@ func (m *MDT) registerDNE() {
 			{Name: "dtx_pending", Value: m.ctr.dtxPending.Load()},
 			{Name: "inodes", Value: m.inodes.Load()},
 			{Name: "resends_reconstructed", Value: m.ctr.resends.Load()},
+			{Name: "mkdir_remote_async", Value: m.grants.async.Load()},
+			{Name: "fid_grants_given", Value: m.grants.given.Load()},
+			{Name: "txn_pulls", Value: m.grants.pulls.Load()},
 		}
 	}
 }
@@ -227,8 +230,11 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.hasRecord(rec.ID) {
-		return &proto.TxnApplyReply{RecordBytes: encode(rec)}, nil // a resend
+	if m.applied(rec.ID) {
+		// A resend, or a background push that the sweeper's redo (and
+		// cancel) overtook: applying it again could bring back an inode
+		// removed since.
+		return &proto.TxnApplyReply{RecordBytes: encode(rec)}, nil
 	}
 	reply := &proto.TxnApplyReply{}
 	b := m.db.NewBatch()
@@ -473,20 +479,20 @@ func (m *MDT) nextOpID() dtx.OpID {
 }
 
 // remoteMkdir creates a directory on MDT target under a parent here.
-// m.mu is held on entry and released.
+// m.mu is held on entry and released. With remote_sync the participant
+// applies its part before the coordinator does and both sync, as the
+// field report's patch did; otherwise remoteMkdirAsync (fidgrant.go).
 func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
+	if !m.remoteSync.Load() {
+		return m.remoteMkdirAsync(ctx, r, dir, target)
+	}
 	if err := m.reserve(r.Parent, r.Name); err != nil {
 		m.mu.Unlock()
 		return nil, err
 	}
 	id := m.nextOpID()
 	t := now()
-	child := &inode{Attr: proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid,
-		Atime: t, Mtime: t, Ctime: t}, Parent: dir.Attr.FID, DefLayout: dir.DefLayout, DefDir: dir.DefDir}
-	if dir.Attr.Mode&sISGID != 0 {
-		child.Attr.Gid = dir.Attr.Gid
-		child.Attr.Mode |= sISGID
-	}
+	child := newRemoteDir(r, dir, t)
 	m.mu.Unlock()
 	defer m.release(r.Parent, r.Name)
 	rec := &dtx.Record{ID: id, Op: "mkdir", Started: t, Updates: []dtx.Update{
@@ -499,6 +505,18 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 		return nil, err
 	}
 	return &proto.AttrReply{Attr: attr}, nil
+}
+
+// newRemoteDir is the inode of a directory made by r under dir on another
+// MDT; its FID is the participant's to fill in, or a granted one.
+func newRemoteDir(r *proto.MkdirReq, dir *inode, t int64) *inode {
+	child := &inode{Attr: proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid,
+		Atime: t, Mtime: t, Ctime: t}, Parent: dir.Attr.FID, DefLayout: dir.DefLayout, DefDir: dir.DefDir}
+	if dir.Attr.Mode&sISGID != 0 {
+		child.Attr.Gid = dir.Attr.Gid
+		child.Attr.Mode |= sISGID
+	}
+	return child
 }
 
 // remoteRmdir removes a directory that lives on another MDT. m.mu is held
@@ -633,6 +651,9 @@ func (m *MDT) sweep() {
 			}
 		}
 		if redo := dtx.Recover(r, applied).Redo; len(redo) > 0 {
+			if time.Since(time.Unix(0, r.Started)) < 5*m.cfg.CommitInterval || m.grants.holding() {
+				break // most likely its push is still on the way
+			}
 			for _, p := range redo {
 				if c, err := m.peer(ctx, p); err == nil {
 					_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(r)})
@@ -803,7 +824,7 @@ func (m *MDT) recoverFromPeers() {
 func (m *MDT) gateRecovery() {
 	open := map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
 		proto.MTxnCancel: true, proto.MTxnList: true, proto.MSetParam: true, proto.GConfig: true,
-		proto.GRegister: true, rpc.MethodStats: true}
+		proto.GRegister: true, rpc.MethodStats: true, proto.MFIDGrant: true, proto.MTxnPull: true}
 	for method := uint16(1); method < 256; method++ {
 		if open[method] {
 			continue

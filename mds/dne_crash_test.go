@@ -371,3 +371,50 @@ func TestFsckRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRemoteMkdirBeforePush checks the remote mkdir that replies before
+// its participant has the directory: requests that reach the participant
+// first pull the record from the coordinator, and the push arriving later
+// changes nothing.
+func TestRemoteMkdirBeforePush(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("pull-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	gate := make(chan struct{})
+	p.mdt[0].grants.pushGate = gate
+	var a proto.AttrReply
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "a", Mode: 0o755, MDT: 1}, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Attr.FID.MDT() != 1 {
+		t.Fatalf("mkdir -i 1 made %s", a.Attr.FID)
+	}
+	if _, err := p.mdt[1].getInode(a.Attr.FID); err == nil {
+		t.Fatal("mdt1 has the directory although its push is held")
+	}
+	var got proto.AttrReply
+	if err := p.call(1, proto.MGetattr, &proto.GetattrReq{FID: a.Attr.FID}, &got); err != nil {
+		t.Fatalf("getattr on mdt1 before the push: %v", err)
+	}
+	if got.Attr.FID != a.Attr.FID || got.Attr.Nlink != 2 || got.Attr.Mode != a.Attr.Mode {
+		t.Fatalf("getattr on mdt1: %+v, mkdir said %+v", got.Attr, a.Attr)
+	}
+	if err := p.call(1, proto.MMkdir, &proto.MkdirReq{Parent: a.Attr.FID, Name: "b", Mode: 0o755, MDT: -1}, &proto.AttrReply{}); err != nil {
+		t.Fatalf("mkdir inside it: %v", err)
+	}
+	if n := p.mdt[1].grants.pulls.Load(); n != 1 {
+		t.Fatalf("%d pulls, want 1", n)
+	}
+	// A FID nobody was granted is not pulled for.
+	stray := proto.FID{Seq: a.Attr.FID.Seq, Oid: a.Attr.FID.Oid + grantCount + 100}
+	if err := p.call(1, proto.MGetattr, &proto.GetattrReq{FID: stray}, &got); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("getattr of a FID never used: %v", err)
+	}
+	close(gate)
+	p.converge()
+	if err := p.fsck(); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.mdt[1].grants.pulls.Load(); n != 1 {
+		t.Fatalf("%d pulls after the push, want 1", n)
+	}
+}

@@ -83,6 +83,7 @@ type MDT struct {
 	peerMu     sync.Mutex
 	peers      map[uint32]*rpc.Client
 	recovered  chan struct{} // closed when start-up recovery is over
+	grants     grants        // fidgrant.go
 	ctr        struct {
 		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends atomic.Int64
 	}
@@ -157,6 +158,8 @@ func Open(cfg Config) (*MDT, error) {
 	m.registerDNE()
 	m.registerFsck()
 	m.resendable()
+	m.registerGrants()
+	m.pullOnMiss()
 	m.recovered = make(chan struct{})
 	m.gateRecovery()
 	if cfg.Index == 0 {
@@ -328,7 +331,7 @@ func (m *MDT) getInode(f proto.FID) (*inode, error) {
 	}
 	v, closer, err := m.db.Get(inodeKey(f))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, fmt.Errorf("mdt%d: inode %s: %w", m.cfg.Index, f, syscall.ENOENT)
+		return nil, &missingInode{m.cfg.Index, f}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: inode %s: %v: %w", m.cfg.Index, f, err, syscall.EIO)

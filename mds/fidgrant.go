@@ -1,0 +1,310 @@
+package mds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Remote mkdir without a round trip to the new directory's MDT on the
+// reply path. The field report's mkdir was slow because of a disk sync;
+// with that gone, what still set a remote mkdir behind a local one was
+// the participant's RPC: the coordinator needed the FID the participant
+// allocated. Here each MDT grants the others ranges of its FIDs ahead of
+// time (Lustre's sequence controller grants FID sequences for the same
+// reason), so the coordinator names the directory itself, commits its own
+// part and the whole record in one batch, replies, and pushes the
+// participant its part in the background. The record makes the push
+// reliable: the sweeper redoes a part that did not arrive, and recovery
+// from peers' logs does after a crash.
+//
+// A client can reach the new directory's MDT before the push does. That
+// MDT knows which coordinator it granted the FID to, asks it for the
+// record (txn_pull), applies its part and answers: the client never sees
+// the gap.
+
+// grantCount is the FIDs one grant covers: one synced batch on the
+// granting MDT per that many remote mkdirs.
+const grantCount = 1024
+
+// pushesInFlight bounds the background pushes of one coordinator.
+const pushesInFlight = 64
+
+type grants struct {
+	mu  sync.Mutex
+	out []fidRange // granted to other MDTs; kept in memory, as after a restart recovery from the peers' logs brings every pending part
+
+	poolMu sync.Mutex // held across the grant RPC: one fetch at a time
+	pool   map[uint32]*fidRange
+
+	pushSem chan struct{}
+	// pushGate, in tests, holds every push (and the sweeper's redo of
+	// them) until it is closed: a push that comes late.
+	pushGate chan struct{}
+
+	async, pulls, given atomic.Int64
+}
+
+type fidRange struct {
+	coord     uint32
+	seq       uint64
+	next, end uint32 // [next, end)
+}
+
+// holding reports whether a test holds the pushes back.
+func (g *grants) holding() bool {
+	if g.pushGate == nil {
+		return false
+	}
+	select {
+	case <-g.pushGate:
+		return false
+	default:
+		return true
+	}
+}
+
+func (g *grants) init() {
+	g.pool = map[uint32]*fidRange{}
+	g.pushSem = make(chan struct{}, pushesInFlight)
+}
+
+// grantee returns the MDT that f was granted to, if it was.
+func (g *grants) grantee(f proto.FID) (uint32, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range g.out {
+		if r.seq == f.Seq && f.Oid >= r.next && f.Oid < r.end {
+			return r.coord, true
+		}
+	}
+	return 0, false
+}
+
+func (m *MDT) registerGrants() {
+	m.grants.init()
+	rpc.HandleFunc(m.Srv, proto.MFIDGrant, m.fidGrant)
+	rpc.HandleFunc(m.Srv, proto.MTxnPull, m.txnPull)
+}
+
+// fidGrant hands a coordinator a range of this MDT's FIDs. The sequence
+// moves past it durably before the reply, so no FID is ever given twice.
+func (m *MDT) fidGrant(ctx context.Context, r *proto.FIDGrantReq) (any, error) {
+	if r.Count == 0 || r.Count > 1<<16 || r.Coord >= proto.MaxMDTs || r.Coord == uint32(m.cfg.Index) {
+		return nil, fmt.Errorf("mdt%d: FID grant of %d to mdt%d: %w", m.cfg.Index, r.Count, r.Coord, syscall.EINVAL)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seq.NextOid == 0 || uint64(m.seq.NextOid)+uint64(r.Count) >= 1<<32 {
+		local := m.seq.Seq&proto.MaxLocalSeq + 1
+		if local > proto.MaxLocalSeq {
+			return nil, fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
+		}
+		m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}
+	}
+	g := fidRange{coord: r.Coord, seq: m.seq.Seq, next: m.seq.NextOid, end: m.seq.NextOid + r.Count}
+	m.seq.NextOid = g.end
+	b := m.db.NewBatch()
+	b.Set(keySeq, encode(&m.seq), nil)
+	if err := m.commit(b, true); err != nil {
+		return nil, err
+	}
+	m.grants.mu.Lock()
+	m.grants.out = append(m.grants.out, g)
+	m.grants.mu.Unlock()
+	m.grants.given.Add(1)
+	return &proto.FIDGrantReply{Seq: g.seq, First: g.next, End: g.end}, nil
+}
+
+// grantedFID takes a FID of MDT target from this MDT's grants, asking
+// target for a new range when they are used up.
+func (m *MDT) grantedFID(ctx context.Context, target uint32) (proto.FID, error) {
+	g := &m.grants
+	g.poolMu.Lock()
+	defer g.poolMu.Unlock()
+	r := g.pool[target]
+	if r == nil || r.next >= r.end {
+		c, err := m.peer(ctx, target)
+		if err != nil {
+			return proto.FID{}, err
+		}
+		rep, err := rpc.Invoke[proto.FIDGrantReply](ctx, c, proto.MFIDGrant, &proto.FIDGrantReq{Coord: uint32(m.cfg.Index), Count: grantCount})
+		if err != nil {
+			return proto.FID{}, fmt.Errorf("mdt%d: FID grant from mdt%d: %w", m.cfg.Index, target, err)
+		}
+		if f := (proto.FID{Seq: rep.Seq, Oid: rep.First}); f.MDT() != int(target) || rep.First == 0 || rep.End <= rep.First {
+			return proto.FID{}, fmt.Errorf("mdt%d: mdt%d granted [%d, %d) of sequence %#x: %w", m.cfg.Index, target, rep.First, rep.End, rep.Seq, syscall.EIO)
+		}
+		r = &fidRange{coord: uint32(m.cfg.Index), seq: rep.Seq, next: rep.First, end: rep.End}
+		g.pool[target] = r
+	}
+	f := proto.FID{Seq: r.seq, Oid: r.next}
+	r.next++
+	return f, nil
+}
+
+// remoteMkdirAsync creates a directory on MDT target under a parent here
+// and replies before target has it (see the top of this file). m.mu is
+// held on entry and released.
+func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
+	if err := m.reserve(r.Parent, r.Name); err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	m.mu.Unlock()
+	defer m.release(r.Parent, r.Name)
+	fid, err := m.grantedFID(ctx, target)
+	if err != nil {
+		return nil, fmt.Errorf("mdt%d: mkdir %q on mdt%d: %w", m.cfg.Index, r.Name, target, err)
+	}
+	t := now()
+	child := newRemoteDir(r, dir, t)
+	child.Attr.FID = fid
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// The operation's sequence is taken in the same critical section as
+	// its commit: records then reach the log in sequence order, which the
+	// in-order cancel watermarks rely on.
+	rec := &dtx.Record{ID: m.nextOpID(), Op: "mkdir", Started: t, Updates: []dtx.Update{
+		{Kind: dtx.CreateInode, MDT: target, FID: fid, Inode: encode(child)},
+		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: fid, Mode: sIFDIR},
+		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
+	}}
+	b := m.newBatch(ctx)
+	if err := m.applyPart(b, rec, false); err != nil {
+		b.Close()
+		return nil, err
+	}
+	if err := m.commitTxn(b); err != nil {
+		return nil, err
+	}
+	m.ctr.dtxStarted.Add(1)
+	m.ctr.dtxPending.Add(1)
+	m.grants.async.Add(1)
+	m.push(target, rec)
+	return &proto.AttrReply{Attr: child.Attr}, nil
+}
+
+// push sends a participant its part in the background. A failure is only
+// logged: the record is in this MDT's log, and the sweeper redoes the part.
+func (m *MDT) push(target uint32, rec *dtx.Record) {
+	select {
+	case m.grants.pushSem <- struct{}{}:
+	case <-m.stop:
+		return
+	}
+	go func() {
+		defer func() { <-m.grants.pushSem }()
+		if gate := m.grants.pushGate; gate != nil {
+			<-gate
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-m.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		c, err := m.peer(ctx, target)
+		if err == nil {
+			_, err = m.applyRemote(ctx, c, rec, "")
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Printf("mdt%d: %s %s: push to mdt%d: %v (the sweeper redoes it)", m.cfg.Index, rec.Op, rec.ID, target, err)
+		}
+	}()
+}
+
+// txnPull answers a participant that was asked about a FID before this
+// MDT's push of the record creating it arrived.
+func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
+	for _, rec := range m.records() {
+		if rec.ID.Coord != uint32(m.cfg.Index) {
+			continue
+		}
+		for _, u := range rec.Updates {
+			if u.Kind == dtx.CreateInode && u.FID == r.FID {
+				return &proto.TxnPullReply{RecordBytes: encode(rec)}, nil
+			}
+		}
+	}
+	return &proto.TxnPullReply{}, nil
+}
+
+// missingInode is getInode's ENOENT, so that a request that failed for a
+// FID granted to a coordinator can fetch the record and try again.
+type missingInode struct {
+	mdt int
+	fid proto.FID
+}
+
+func (e *missingInode) Error() string {
+	return fmt.Sprintf("mdt%d: inode %s: %v", e.mdt, e.fid, syscall.ENOENT)
+}
+
+func (e *missingInode) Unwrap() error { return syscall.ENOENT }
+
+// pullOnMiss wraps the client methods: a request that found no inode for
+// a FID this MDT granted to a coordinator pulls the record that creates
+// it, applies this MDT's part, and runs once more.
+func (m *MDT) pullOnMiss() {
+	skip := map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
+		proto.MTxnCancel: true, proto.MTxnList: true, proto.MSetParam: true, proto.GConfig: true,
+		proto.GRegister: true, rpc.MethodStats: true, proto.MFIDGrant: true, proto.MTxnPull: true}
+	for method := uint16(1); method < 256; method++ {
+		if skip[method] {
+			continue
+		}
+		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {
+			if next == nil {
+				return nil
+			}
+			return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+				rep, err := next(ctx, r)
+				var mi *missingInode
+				if err == nil || !errors.As(err, &mi) {
+					return rep, err
+				}
+				coord, ok := m.grants.grantee(mi.fid)
+				if !ok {
+					return rep, err
+				}
+				if applied, perr := m.pull(ctx, coord, mi.fid); perr != nil || !applied {
+					if perr != nil {
+						log.Printf("mdt%d: pull of %s from mdt%d: %v", m.cfg.Index, mi.fid, coord, perr)
+					}
+					return rep, err
+				}
+				return next(ctx, r)
+			}
+		})
+	}
+}
+
+// pull fetches and applies the record creating f from coordinator coord;
+// it reports whether there was one.
+func (m *MDT) pull(ctx context.Context, coord uint32, f proto.FID) (bool, error) {
+	c, err := m.peer(ctx, coord)
+	if err != nil {
+		return false, err
+	}
+	rep, err := rpc.Invoke[proto.TxnPullReply](ctx, c, proto.MTxnPull, &proto.TxnPullReq{FID: f})
+	if err != nil || len(rep.RecordBytes) == 0 {
+		return false, err
+	}
+	if _, err := m.txnApply(ctx, &proto.TxnApplyReq{RecordBytes: rep.RecordBytes}); err != nil {
+		return false, err
+	}
+	m.grants.pulls.Add(1)
+	return true, nil
+}
