@@ -461,19 +461,29 @@ func (c *Client) ecRead(ctx context.Context, st *inodeState, lay proto.Layout, p
 			}
 			ch = c.fetchChunk(st, r)
 		}
+		ch.hold()
 		st.mu.Unlock()
-		select {
-		case <-ch.ready:
-		case <-ctx.Done():
-			return asErrno(ctx.Err())
+		if err := copyRow(ctx, ch, p, off, r*rowSize, rowSize); err != nil {
+			return err
 		}
-		if ch.err != nil {
-			return ch.err
-		}
-		base := r * rowSize
-		s, e := max(off, base), min(off+int64(len(p)), base+rowSize)
-		copy(p[s-off:e-off], ch.data[s-base:e-base])
 	}
+	return nil
+}
+
+// copyRow copies what p (at off) shares with the row fetched in ch
+// (at base) once it is there, and drops the caller's reference.
+func copyRow(ctx context.Context, ch *raChunk, p []byte, off, base, rowSize int64) error {
+	defer ch.unref()
+	select {
+	case <-ch.ready:
+	case <-ctx.Done():
+		return asErrno(ctx.Err())
+	}
+	if ch.err != nil {
+		return ch.err
+	}
+	s, e := max(off, base), min(off+int64(len(p)), base+rowSize)
+	copy(p[s-off:e-off], ch.data[s-base:e-base])
 	return nil
 }
 

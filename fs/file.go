@@ -120,8 +120,25 @@ func (f *File) Size() uint64 {
 // ReadAt reads up to len(p) bytes at off; it returns fewer at end of file.
 // Holes and the unwritten tails of objects read as zeros.
 func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
+	b, done, err := f.ReadView(ctx, p, off)
+	if err != nil {
+		return 0, err
+	}
+	if len(b) > 0 && &b[0] != &p[0] {
+		copy(p, b)
+	}
+	done()
+	return len(b), nil
+}
+
+// ReadView is ReadAt that may answer with a slice of data the client
+// already holds (a chunk read ahead) instead of copying it into p. The
+// caller must not write to the result, and calls done once it no longer
+// uses it (the buffer then goes back to a pool).
+func (f *File) ReadView(ctx context.Context, p []byte, off int64) (b []byte, done func(), err error) {
+	done = func() {}
 	if off < 0 {
-		return 0, syscall.EINVAL
+		return nil, done, syscall.EINVAL
 	}
 	st := f.st
 	st.mu.Lock()
@@ -135,11 +152,17 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	}
 	chunkSize := st.wb.size
 	st.mu.Unlock()
+	defer unrefAll(ahead)
 	if uint64(off) >= size {
-		return 0, nil
+		return p[:0], done, nil
 	}
 	n := int(min(uint64(len(p)), size-uint64(off)))
 	p = p[:n]
+	if len(ahead) > 0 && len(pending) == 0 {
+		if b, ch, ok := f.c.viewAhead(ahead, chunkSize, off, n); ok {
+			return b, ch.unref, nil
+		}
+	}
 	// Unflushed data was copied before the OSTs are read: a flush that
 	// lands meanwhile cannot leave this read with neither version.
 	defer func() {
@@ -148,13 +171,13 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}()
 	if len(ahead) > 0 && f.c.readFromAhead(ahead, chunkSize, p, off) {
-		return n, nil
+		return p, done, nil
 	}
 	if lay.IsEC() {
 		if err := f.c.ecRead(ctx, st, lay, p, off); err != nil {
-			return 0, err
+			return nil, done, err
 		}
-		return n, nil
+		return p, done, nil
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, ch := range layout.Map(lay, uint64(off), n) {
@@ -177,9 +200,9 @@ func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 	if err := g.Wait(); err != nil {
-		return 0, err
+		return nil, done, err
 	}
-	return n, nil
+	return p, done, nil
 }
 
 // WriteAt writes p at off.

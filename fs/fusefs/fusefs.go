@@ -389,12 +389,24 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 	}
 	c, stop := ctx(cancel)
 	defer stop()
-	n, err := file.ReadAt(c, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	b, done, err := file.ReadView(c, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
 	if err != nil {
 		return nil, status(err)
 	}
-	return fuse.ReadResultData(buf[:n]), fuse.OK
+	return viewResult{b, done}, fuse.OK
 }
+
+// viewResult answers a read with bytes the client lends until the reply
+// is written (a read-ahead chunk), without copying them into go-fuse's
+// buffer.
+type viewResult struct {
+	b    []byte
+	done func()
+}
+
+func (r viewResult) Bytes([]byte) ([]byte, fuse.Status) { return r.b, fuse.OK }
+func (r viewResult) Size() int                          { return len(r.b) }
+func (r viewResult) Done()                              { r.done() }
 
 func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	return f.Writev(cancel, in, [][]byte{data})
