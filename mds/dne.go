@@ -86,6 +86,7 @@ func (m *MDT) registerDNE() {
 			{Name: "dtx_redone", Value: m.ctr.dtxRedone.Load()},
 			{Name: "dtx_cancelled", Value: m.ctr.dtxCancelled.Load()},
 			{Name: "dtx_pending", Value: m.ctr.dtxPending.Load()},
+			{Name: "dtx_dependency_syncs", Value: m.ctr.dtxDepSyncs.Load()},
 			{Name: "inodes", Value: m.inodes.Load()},
 			{Name: "resends_reconstructed", Value: m.ctr.resends.Load()},
 		}
@@ -181,6 +182,7 @@ func (p *part) setDirent(dir proto.FID, name string, d *dirent) {
 		p.b.Delete(k, nil)
 	} else {
 		p.b.Set(k, encode(d), nil)
+		p.m.markFresh(k)
 	}
 }
 
@@ -423,6 +425,12 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 			}
 		}
 	}
+	if m.needsSync(rec) {
+		if err := m.syncLocked(); err != nil {
+			m.discard(b)
+			return nil, err
+		}
+	}
 	p, err := m.applyPart(b, rec, false, r.Check != "")
 	if err != nil {
 		m.discard(b)
@@ -579,6 +587,16 @@ func (r *txnResult) attrOf(f proto.FID) (proto.Attr, bool) {
 func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnResult, error) {
 	res := &txnResult{}
 	m.ctr.dtxStarted.Add(1)
+	// What our part needs must be durable before a peer holds the record.
+	m.mu.Lock()
+	var err error
+	if m.needsSync(rec) {
+		err = m.syncLocked()
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range rec.Participants() {
 		if p == uint32(m.cfg.Index) {
 			continue

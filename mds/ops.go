@@ -177,6 +177,7 @@ func (m *MDT) newChild(b *pebble.Batch, dir *inode, mode uint32, c proto.Caller)
 
 // linkInto adds name → child to dir in b and touches dir.
 func (m *MDT) linkInto(b *pebble.Batch, dir *inode, name string, child *inode) {
+	m.markFresh(direntKey(dir.Attr.FID, name))
 	b.Set(direntKey(dir.Attr.FID, name), encode(&dirent{FID: child.Attr.FID, Mode: child.Attr.Mode & sIFMT}), nil)
 	t := now()
 	dir.Attr.Mtime, dir.Attr.Ctime = t, t
@@ -597,6 +598,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	t := now()
 	b.Delete(direntKey(r.SrcParent, r.SrcName), nil)
 	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	m.markFresh(direntKey(r.DstParent, r.DstName))
 	if dst != nil {
 		reply.Replaced, reply.HasReplaced = dst.Attr, true
 		reply.Destroy = m.dropLink(b, dst)
@@ -639,6 +641,8 @@ func (m *MDT) exchange(ctx context.Context, r *proto.RenameReq, sdir, ddir, src,
 	t := now()
 	b.Set(direntKey(r.SrcParent, r.SrcName), encode(&dirent{FID: dst.Attr.FID, Mode: dst.Attr.Mode & sIFMT}), nil)
 	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	m.markFresh(direntKey(r.SrcParent, r.SrcName))
+	m.markFresh(direntKey(r.DstParent, r.DstName))
 	if sdir != ddir {
 		if src.isDir() {
 			src.Parent = ddir.Attr.FID
