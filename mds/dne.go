@@ -236,14 +236,16 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool) (*p
 				}
 				return nil, err
 			}
-			if redo || strict {
-				if err := m.checkRemovable(rec.Op, u.FID.String(), n, true); err != nil {
-					if strict {
-						return nil, err
-					}
-					log.Printf("mdt%d: recovery: %s %s: keeping %s: %v", m.cfg.Index, rec.Op, rec.ID, u.FID, err)
-					continue
+			// Even the coordinator's own part checks: a directory that
+			// gained an entry through another MDT's operation since it was
+			// planned is kept (unnamed: fsck links it into lost+found)
+			// rather than removed with what it now holds.
+			if err := m.checkRemovable(rec.Op, u.FID.String(), n, true); err != nil {
+				if strict {
+					return nil, err
 				}
+				log.Printf("mdt%d: %s %s: keeping %s: %v", m.cfg.Index, rec.Op, rec.ID, u.FID, err)
+				continue
 			}
 			n.Attr.Nlink = 0
 			p.attrs = append(p.attrs, n.Attr)
@@ -251,6 +253,9 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool) (*p
 		case dtx.InsertDirent:
 			name := u.Name
 			if redo || strict {
+				if _, busy := m.pending[string(direntKey(u.Parent, ""))]; strict && busy {
+					return nil, stale(fmt.Sprintf("%s (being replaced)", u.Parent))
+				}
 				if d, err := p.dirent(u.Parent, name); err == nil {
 					if strict {
 						return nil, stale(fmt.Sprintf("%s/%q", u.Parent, u.Name))

@@ -461,6 +461,13 @@ func (m *MDT) checkRemovable(op, name string, n *inode, wantDir bool) error {
 	case !wantDir && n.isDir():
 		return m.errorf(op, name, syscall.EISDIR)
 	case n.isDir():
+		// A name a distributed operation is creating in it counts.
+		prefix := string(direntPrefix(n.Attr.FID))
+		for k := range m.pending {
+			if strings.HasPrefix(k, prefix) && len(k) > len(prefix)+8 {
+				return m.errorf(op, name, syscall.ENOTEMPTY)
+			}
+		}
 		empty, err := m.dirEmpty(n.Attr.FID)
 		if err != nil {
 			return fmt.Errorf("mdt%d: %s %q: %v: %w", m.cfg.Index, op, name, err, syscall.EIO)
