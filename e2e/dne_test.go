@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -83,13 +84,11 @@ func TestRemoteDirectories(t *testing.T) {
 		t.Fatalf("round-robin default placed directories on %v", seen)
 	}
 
-	// Renaming a file between directories on different MDTs is refused
-	// with EXDEV (mv then copies), not half done.
+	// Renaming a file between directories on different MDTs is a real
+	// rename (TestCrossMDTRenameLink has the rest).
 	run("mkdir", "-i", "1", p("other"))
 	writeFile(t, p("rr/file"), []byte("x"))
-	if v := getxattr(t, p("rr"), "lustre.lmv"); strings.Contains(v, "mdt_index=0") {
-		wantErrno(t, "rename across MDTs", syscall.Rename(p("rr/file"), p("other/file")), syscall.EXDEV)
-	}
+	must(t, syscall.Rename(p("rr/file"), p("other/file")))
 
 	// remote_sync: off by default, counted when on.
 	before := snapshot(t, mnt).Counter("mdt", "remote_sync_commits")
@@ -184,5 +183,125 @@ func TestFsckOrphanObject(t *testing.T) {
 	}
 	if got := readFile(t, filepath.Join(mnt, "keep")); string(got) != "data" {
 		t.Fatalf("a good file changed: %q", got)
+	}
+}
+
+// TestCrossMDTRenameLink moves files and a directory tree between
+// directories on MDT0 and MDT1 with mv (a real rename: the inode number
+// stays, so mv did not fall back to copying), renames over an existing
+// file across MDTs, makes a hard link across MDTs and unlinks both names,
+// one of them while the file is open, and checks stripefs fsck after.
+func TestCrossMDTRenameLink(t *testing.T) {
+	c, mnt := mount(t)
+	p := func(s string) string { return filepath.Join(mnt, s) }
+	if out, err := exec.Command(c.Bin, "mkdir", "-i", "1", p("b")).CombinedOutput(); err != nil {
+		t.Fatalf("mkdir -i 1: %v\n%s", err, out)
+	}
+	must(t, os.Mkdir(p("a"), 0o755)) // on mdt0, the root's
+	if v := getxattr(t, p("a"), "lustre.lmv"); !strings.Contains(v, "mdt_index=0") {
+		t.Fatalf("a is not on mdt0: %q", v)
+	}
+	stat := func(path string) syscall.Stat_t {
+		t.Helper()
+		var st syscall.Stat_t
+		must(t, syscall.Stat(path, &st))
+		return st
+	}
+	mv := func(from, to string) {
+		t.Helper()
+		if out, err := exec.Command("mv", "-T", from, to).CombinedOutput(); err != nil {
+			t.Fatalf("mv %s %s: %v\n%s", from, to, err, out)
+		}
+	}
+
+	// A file with data, several stripes of it.
+	data := bytes.Repeat([]byte("stripefs"), 3<<17)
+	writeFile(t, p("a/f"), data)
+	ino := stat(p("a/f")).Ino
+	mv(p("a/f"), p("b/f"))
+	if st := stat(p("b/f")); st.Ino != ino || st.Nlink != 1 || st.Size != int64(len(data)) {
+		t.Fatalf("b/f after mv: ino %d (was %d) nlink %d size %d", st.Ino, ino, st.Nlink, st.Size)
+	}
+	if !bytes.Equal(readFile(t, p("b/f")), data) {
+		t.Fatal("b/f reads other data after the move")
+	}
+	if _, err := os.Lstat(p("a/f")); !os.IsNotExist(err) {
+		t.Fatalf("a/f after mv: %v", err)
+	}
+
+	// A directory tree: ".." and the link counts follow it.
+	must(t, os.MkdirAll(p("a/tree/sub"), 0o755))
+	writeFile(t, p("a/tree/sub/g"), []byte("deep"))
+	ino = stat(p("a/tree")).Ino
+	mv(p("a/tree"), p("b/tree"))
+	if st := stat(p("b/tree")); st.Ino != ino || st.Nlink != 3 {
+		t.Fatalf("b/tree after mv: ino %d (was %d), nlink %d", st.Ino, ino, st.Nlink)
+	}
+	if string(readFile(t, p("b/tree/sub/g"))) != "deep" {
+		t.Fatal("b/tree/sub/g lost its data")
+	}
+	if stat(p("b/tree/sub/../..")).Ino != stat(p("b")).Ino {
+		t.Fatal("b/tree/sub/../.. is not b")
+	}
+	if a, b := stat(p("a")).Nlink, stat(p("b")).Nlink; a != 2 || b != 3 {
+		t.Fatalf("nlink a=%d b=%d after moving the tree, want 2 and 3", a, b)
+	}
+	wantErrno(t, "moving b into its own subtree", syscall.Rename(p("b"), p("b/tree/sub/b")), syscall.EINVAL)
+
+	// Over an existing file on the other MDT, and RENAME_NOREPLACE.
+	writeFile(t, p("a/x"), []byte("new"))
+	writeFile(t, p("b/x"), []byte("old"))
+	wantErrno(t, "RENAME_NOREPLACE across MDTs",
+		unix.Renameat2(unix.AT_FDCWD, p("a/x"), unix.AT_FDCWD, p("b/x"), unix.RENAME_NOREPLACE), syscall.EEXIST)
+	must(t, os.Rename(p("a/x"), p("b/x")))
+	if got := string(readFile(t, p("b/x"))); got != "new" {
+		t.Fatalf("b/x reads %q after the rename over it", got)
+	}
+
+	// A hard link across MDTs: one inode, two names, nlink 2 on both.
+	writeFile(t, p("b/h"), []byte("hard"))
+	must(t, os.Link(p("b/h"), p("a/h")))
+	sa, sb := stat(p("a/h")), stat(p("b/h"))
+	if sa.Ino != sb.Ino || sa.Nlink != 2 || sb.Nlink != 2 {
+		t.Fatalf("after ln: a/h ino %d nlink %d, b/h ino %d nlink %d", sa.Ino, sa.Nlink, sb.Ino, sb.Nlink)
+	}
+	ents, err := os.ReadDir(p("a"))
+	must(t, err)
+	for _, e := range ents {
+		if info, err := e.Info(); err != nil || e.Name() == "h" && info.Size() != 4 {
+			t.Fatalf("readdir of a: %s: %v %v", e.Name(), info, err)
+		}
+	}
+	must(t, os.Remove(p("b/h")))
+	if st := stat(p("a/h")); st.Nlink != 1 {
+		t.Fatalf("a/h nlink %d after unlinking b/h", st.Nlink)
+	}
+	// The last name (a remote entry) goes while the file is open: it
+	// stays readable until the close.
+	f, err := os.Open(p("a/h"))
+	must(t, err)
+	must(t, os.Remove(p("a/h")))
+	buf := make([]byte, 16)
+	n, err := f.ReadAt(buf, 0)
+	if string(buf[:n]) != "hard" {
+		t.Fatalf("open file after its last name went reads %q: %v", buf[:n], err)
+	}
+	must(t, f.Close())
+	if _, err := os.Lstat(p("a/h")); !os.IsNotExist(err) {
+		t.Fatalf("a/h after unlink: %v", err)
+	}
+	must(t, os.RemoveAll(p("b/tree")))
+
+	// Objects of removed files are destroyed in the background: give the
+	// client a moment before fsck looks.
+	var out []byte
+	for i := 0; i < 50; i++ {
+		if out, err = exec.Command(c.Bin, "fsck", mnt).CombinedOutput(); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("stripefs fsck: %v\n%s", err, out)
 	}
 }

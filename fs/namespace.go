@@ -226,11 +226,11 @@ func (c *Client) destroyObjects(a proto.Attr) {
 	}()
 }
 
-// Rename moves an entry, with renameat2's flags.
+// Rename moves an entry, with renameat2's flags. Across MDTs it is a
+// distributed operation on the servers; only RENAME_EXCHANGE across MDTs
+// gives EXDEV.
 func (c *Client) Rename(ctx context.Context, srcDir proto.FID, srcName string, dstDir proto.FID, dstName string, flags uint32) error {
-	if srcDir.MDT() != dstDir.MDT() {
-		return fmt.Errorf("fs: rename across MDTs: %w", syscall.EXDEV)
-	}
+	// The source directory's MDT coordinates, wherever the rest lives.
 	req := &proto.RenameReq{SrcParent: srcDir, SrcName: srcName, DstParent: dstDir, DstName: dstName, Flags: flags}
 	var r proto.RenameReply
 	if err := c.mdtCall(ctx, srcDir, proto.MRename, req, &r); err != nil {
@@ -244,13 +244,14 @@ func (c *Client) Rename(ctx context.Context, srcDir proto.FID, srcName string, d
 
 // Link adds a hard link to fid.
 func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*proto.Attr, error) {
-	if fid.MDT() != dir.MDT() {
-		return nil, fmt.Errorf("fs: link across MDTs: %w", syscall.EXDEV)
-	}
 	var r proto.AttrReply
 	stamp := c.attrStamp()
+	// dir's MDT coordinates; the inode may live on another (a remote entry).
 	if err := c.mdtCall(ctx, dir, proto.MLink, &proto.LinkReq{FID: fid, Parent: dir, Name: name}, &r); err != nil {
 		return nil, err
+	}
+	if r.Remote { // a resent link, answered from the entry
+		return c.Getattr(ctx, r.Attr.FID)
 	}
 	c.overlay(&r.Attr, stamp)
 	return &r.Attr, nil
@@ -268,7 +269,17 @@ func (c *Client) Readdir(ctx context.Context, dir proto.FID, cookie uint64, max 
 	}
 	if plus {
 		for i := range r.Entries {
-			c.overlay(&r.Entries[i].Attr, stamp)
+			e := &r.Entries[i]
+			if e.Attr.FID.IsZero() && e.Name != "." && e.Name != ".." && e.FID.MDT() != dir.MDT() {
+				// An entry whose inode lives on another MDT: its MDT has
+				// the attributes (a failure leaves them out, and the
+				// kernel looks the entry up).
+				if a, err := c.Getattr(ctx, e.FID); err == nil {
+					e.Attr = *a
+				}
+				continue
+			}
+			c.overlay(&e.Attr, stamp)
 		}
 	}
 	return r.Entries, r.EOF, nil

@@ -8,6 +8,8 @@ import (
 
 func fid(oid uint32) proto.FID { return proto.FID{Seq: proto.MDTSeq(0, 2), Oid: oid} }
 
+func remote(oid uint32) proto.FID { return proto.FID{Seq: proto.MDTSeq(1, 2), Oid: oid} }
+
 func dir(f, parent proto.FID, nlink uint32) proto.ScanInode {
 	return proto.ScanInode{Attr: proto.Attr{FID: f, Mode: 0o040755, Nlink: nlink}, Parent: parent}
 }
@@ -44,6 +46,22 @@ func TestCheck(t *testing.T) {
 			v.Inodes = append(v.Inodes, n)
 		}, nil},
 		{"file nlink off", func(v *View) { v.Inodes[2].Attr.Nlink = 1 }, []string{WrongNlink}},
+		// Remote entries: names on one MDT of inodes on another (cross-MDT
+		// link and rename) count like any other name.
+		{"file on mdt1 named on mdt0 and mdt1", func(v *View) {
+			v.Inodes = append(v.Inodes, file(remote(1), 2))
+			v.Dirents = append(v.Dirents, ent(root, "r", remote(1), 0o100000), ent(fid(1), "r2", remote(1), 0o100000))
+		}, nil},
+		{"remote entry's nlink off", func(v *View) {
+			v.Inodes = append(v.Inodes, file(remote(1), 1))
+			v.Dirents = append(v.Dirents, ent(root, "r", remote(1), 0o100000), ent(fid(1), "r2", remote(1), 0o100000))
+		}, []string{WrongNlink}},
+		{"open file whose last remote name went", func(v *View) {
+			n := file(remote(1), 0)
+			n.Open = true
+			v.Inodes = append(v.Inodes, n)
+		}, nil},
+		{"remote entry to a missing inode", func(v *View) { v.Dirents = append(v.Dirents, ent(root, "r", remote(9), 0o100000)) }, []string{Dangling}},
 		{"dir nlink off", func(v *View) { v.Inodes[0].Attr.Nlink = 2 }, []string{WrongNlink}},
 		{"object of no file", func(v *View) { v.Objects[3] = []proto.ObjID{{FID: fid(8)}} }, []string{OrphanObj}},
 		{"object on the wrong OST", func(v *View) { v.Objects[2] = []proto.ObjID{{FID: fid(2), Stripe: 0}} }, []string{OrphanObj}},

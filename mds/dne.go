@@ -86,6 +86,7 @@ func (m *MDT) registerDNE() {
 			{Name: "dtx_redone", Value: m.ctr.dtxRedone.Load()},
 			{Name: "dtx_cancelled", Value: m.ctr.dtxCancelled.Load()},
 			{Name: "dtx_pending", Value: m.ctr.dtxPending.Load()},
+			{Name: "dtx_dependency_syncs", Value: m.ctr.dtxDepSyncs.Load()},
 			{Name: "inodes", Value: m.inodes.Load()},
 			{Name: "resends_reconstructed", Value: m.ctr.resends.Load()},
 			{Name: "mkdir_remote_async", Value: m.grants.async.Load()},
@@ -129,42 +130,141 @@ func (m *MDT) numMDTs(ctx context.Context) int {
 	return n
 }
 
+// part is what one participant's part of a record reads and writes: its
+// batch, and what the part changed so far. A plain Pebble batch cannot be
+// read back, and one part may touch the same inode or name twice (a
+// directory losing one subdirectory entry and gaining another, a name
+// replaced by a rename).
+type part struct {
+	m       *MDT
+	b       *pebble.Batch
+	rec     *dtx.Record
+	inodes  map[proto.FID]*inode // nil: deleted by this part
+	dirents map[string]*dirent   // by direntKey; nil: deleted by this part
+	// What the caller reports back: the inodes whose links this part
+	// changed (after the change), and the files whose objects are to be
+	// destroyed now (their last link went and nobody has them open).
+	attrs   []proto.Attr
+	destroy []proto.Attr
+}
+
+func (p *part) inode(f proto.FID) (*inode, error) {
+	if n, ok := p.inodes[f]; ok {
+		if n == nil {
+			return nil, fmt.Errorf("mdt%d: %s: inode %s: %w", p.m.cfg.Index, p.rec.ID, f, syscall.ENOENT)
+		}
+		return n, nil
+	}
+	return p.m.getInode(f)
+}
+
+func (p *part) putInode(n *inode) {
+	p.inodes[n.Attr.FID] = n
+	p.m.putInode(p.b, n)
+}
+
+func (p *part) deleteInode(f proto.FID) {
+	p.inodes[f] = nil
+	p.m.deleteInode(p.b, f)
+}
+
+func (p *part) dirent(dir proto.FID, name string) (*dirent, error) {
+	if d, ok := p.dirents[string(direntKey(dir, name))]; ok {
+		if d == nil {
+			return nil, fmt.Errorf("mdt%d: %s/%q: %w", p.m.cfg.Index, dir, name, syscall.ENOENT)
+		}
+		return d, nil
+	}
+	return p.m.getDirent(dir, name)
+}
+
+func (p *part) setDirent(dir proto.FID, name string, d *dirent) {
+	k := direntKey(dir, name)
+	p.dirents[string(k)] = d
+	if d == nil {
+		p.b.Delete(k, nil)
+	} else {
+		p.b.Set(k, encode(d), nil)
+		p.m.markFresh(k)
+	}
+}
+
 // applyPart applies this MDT's updates of rec and stores rec, in b.
+//
+// strict is a participant's first application (txnApply with a check):
+// every precondition the coordinator saw is verified again here, under
+// m.mu, and a failure leaves nothing applied. Participants apply before
+// the coordinator, so a rename whose target changed meanwhile fails
+// cleanly rather than half done. A name that is no longer as planned is
+// ESTALE (the coordinator plans again).
 //
 // A redo (recovery rolling an operation forward on an MDT that lost its
 // part) checks each update against what the MDT holds now, since local
 // operations acknowledged before the crash may have been lost with it:
 // an entry is only removed if it still names the operation's inode, a
-// name taken meanwhile gets the recovered directory linked as
-// NAME.recovered-FID (as fsck uses lost+found), and a parent's link count
-// moves only with an entry that really moved.
-func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo bool) error {
-	skipLink := map[proto.FID]bool{}
+// name taken meanwhile gets the recovered inode linked as
+// NAME.recovered-FID (as fsck uses lost+found), a parent's link count
+// moves only with an entry that really moved, and a directory that is
+// no longer empty is not removed (fsck then finds it unnamed).
+func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool) (*part, error) {
+	p := &part{m: m, b: b, rec: rec, inodes: map[proto.FID]*inode{}, dirents: map[string]*dirent{}}
+	type entry struct {
+		parent, fid proto.FID
+		name        string
+	}
+	skipEntry := map[entry]bool{}
+	skipLink := map[proto.FID]bool{} // records without tied link updates (mkdir, rmdir)
+	stale := func(what string) error {
+		return fmt.Errorf("mdt%d: %s %s: %s changed meanwhile: %w", m.cfg.Index, rec.Op, rec.ID, what, syscall.ESTALE)
+	}
 	for _, u := range rec.Part(uint32(m.cfg.Index)) {
 		switch u.Kind {
 		case dtx.CreateInode:
 			n := new(inode)
 			if err := wire.Unmarshal(u.Inode, n); err != nil {
-				return fmt.Errorf("mdt%d: %s: bad inode: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
+				return nil, fmt.Errorf("mdt%d: %s: bad inode: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
 			}
 			if redo {
-				if _, err := m.getInode(n.Attr.FID); err == nil {
+				if _, err := p.inode(n.Attr.FID); err == nil {
 					continue
 				}
 			}
 			m.newInode(b, n)
+			p.inodes[n.Attr.FID] = n
 		case dtx.DeleteInode:
-			if redo {
-				if _, err := m.getInode(u.FID); err != nil {
+			n, err := p.inode(u.FID)
+			if err != nil {
+				if redo {
 					continue
 				}
+				return nil, err
 			}
-			m.deleteInode(b, u.FID)
+			// Even the coordinator's own part checks: a directory that
+			// gained an entry through another MDT's operation since it was
+			// planned is kept (unnamed: fsck links it into lost+found)
+			// rather than removed with what it now holds.
+			if err := m.checkRemovable(rec.Op, u.FID.String(), n, true); err != nil {
+				if strict {
+					return nil, err
+				}
+				log.Printf("mdt%d: %s %s: keeping %s: %v", m.cfg.Index, rec.Op, rec.ID, u.FID, err)
+				continue
+			}
+			n.Attr.Nlink = 0
+			p.attrs = append(p.attrs, n.Attr)
+			p.deleteInode(u.FID)
 		case dtx.InsertDirent:
 			name := u.Name
-			if redo {
-				if d, err := m.getDirent(u.Parent, name); err == nil {
+			if redo || strict {
+				if _, busy := m.pending[string(direntKey(u.Parent, ""))]; strict && busy {
+					return nil, stale(fmt.Sprintf("%s (being replaced)", u.Parent))
+				}
+				if d, err := p.dirent(u.Parent, name); err == nil {
+					if strict {
+						return nil, stale(fmt.Sprintf("%s/%q", u.Parent, u.Name))
+					}
 					if d.FID == u.FID {
+						skipEntry[entry{u.Parent, u.FID, u.Name}] = true
 						skipLink[u.Parent] = true
 						continue
 					}
@@ -172,33 +272,88 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo bool) error {
 					log.Printf("mdt%d: recovery: %s/%q is taken; linking %s as %q", m.cfg.Index, u.Parent, u.Name, u.FID, name)
 				}
 			}
-			b.Set(direntKey(u.Parent, name), encode(&dirent{FID: u.FID, Mode: u.Mode}), nil)
+			p.setDirent(u.Parent, name, &dirent{FID: u.FID, Mode: u.Mode})
 		case dtx.DeleteDirent:
-			if redo {
-				if d, err := m.getDirent(u.Parent, u.Name); err != nil || d.FID != u.FID {
+			if redo || strict {
+				if d, err := p.dirent(u.Parent, u.Name); err != nil || d.FID != u.FID {
+					if strict {
+						return nil, stale(fmt.Sprintf("%s/%q", u.Parent, u.Name))
+					}
+					skipEntry[entry{u.Parent, u.FID, u.Name}] = true
 					skipLink[u.Parent] = true
 					continue
 				}
 			}
-			b.Delete(direntKey(u.Parent, u.Name), nil)
+			p.setDirent(u.Parent, u.Name, nil)
 		case dtx.ParentLink:
-			if skipLink[u.Parent] {
+			if u.FID.IsZero() && skipLink[u.Parent] || !u.FID.IsZero() && skipEntry[entry{u.Parent, u.FID, u.Name}] {
 				continue
 			}
-			p, err := m.getInode(u.Parent)
+			dir, err := p.inode(u.Parent)
 			if err != nil {
 				if redo {
 					continue
 				}
-				return err
+				return nil, err
 			}
-			p.Attr.Nlink = uint32(int64(p.Attr.Nlink) + int64(u.Delta))
-			p.Attr.Mtime, p.Attr.Ctime = u.Time, u.Time
-			m.putInode(b, p)
+			dir.Attr.Nlink = uint32(max(int64(dir.Attr.Nlink)+int64(u.Delta), 0))
+			dir.Attr.Mtime, dir.Attr.Ctime = u.Time, u.Time
+			p.putInode(dir)
+		case dtx.InodeLink:
+			n, err := p.inode(u.FID)
+			if err != nil {
+				if strict && u.Delta > 0 {
+					return nil, fmt.Errorf("mdt%d: link %s: %w", m.cfg.Index, u.FID, syscall.ENOENT)
+				}
+				continue // an entry whose inode is gone: the entry still goes
+			}
+			if strict && u.Delta > 0 {
+				switch {
+				case n.isDir():
+					return nil, fmt.Errorf("mdt%d: link %s: a directory: %w", m.cfg.Index, u.FID, syscall.EPERM)
+				case n.Attr.Nlink == 0:
+					return nil, fmt.Errorf("mdt%d: link %s: unlinked: %w", m.cfg.Index, u.FID, syscall.ENOENT)
+				case n.Attr.Nlink >= 65000:
+					return nil, fmt.Errorf("mdt%d: link %s: %w", m.cfg.Index, u.FID, syscall.EMLINK)
+				}
+			}
+			n.Attr.Nlink = uint32(max(int64(n.Attr.Nlink)+int64(u.Delta), 0))
+			n.Attr.Ctime = u.Time
+			p.attrs = append(p.attrs, n.Attr)
+			if u.Delta >= 0 || n.Attr.Nlink > 0 || n.isDir() {
+				p.putInode(n)
+				continue
+			}
+			// The last link went: as the local unlink (dropLink), an open
+			// file stays as an orphan until its last close.
+			if m.opens[u.FID] > 0 {
+				p.putInode(n)
+				b.Set(orphanKey(u.FID), nil, nil)
+				continue
+			}
+			p.deleteInode(u.FID)
+			if n.Attr.Mode&sIFMT == sIFREG {
+				p.destroy = append(p.destroy, n.Attr)
+			}
+		case dtx.SetParent:
+			n, err := p.inode(u.FID)
+			if err == nil && !n.isDir() {
+				err = fmt.Errorf("mdt%d: %s: %w", m.cfg.Index, u.FID, syscall.ENOTDIR)
+			}
+			if err != nil {
+				if strict {
+					return nil, err
+				}
+				continue
+			}
+			n.Parent = u.Parent
+			n.Attr.Ctime = u.Time
+			p.attrs = append(p.attrs, n.Attr)
+			p.putInode(n)
 		}
 	}
 	b.Set(txnKey(rec.ID), encode(rec), nil)
-	return nil
+	return p, nil
 }
 
 // commitTxn commits a batch holding a distributed part: no sync unless
@@ -222,7 +377,9 @@ func decodeRecord(b []byte) (*dtx.Record, error) {
 	return rec, nil
 }
 
-// txnApply is a participant's half of a distributed operation.
+// txnApply is a participant's half of a distributed operation. With a
+// check (rmdir, rename, link, unlink) its part is applied strictly: see
+// applyPart.
 func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 	rec, err := decodeRecord(r.RecordBytes)
 	if err != nil {
@@ -240,51 +397,72 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 	b := m.db.NewBatch()
 	for i := range rec.Updates {
 		u := &rec.Updates[i]
-		if u.MDT != uint32(m.cfg.Index) || u.Kind != dtx.CreateInode {
+		if u.MDT != uint32(m.cfg.Index) {
 			continue
 		}
-		// The new directory's FID comes from this MDT's sequence.
-		n := new(inode)
-		if err := wire.Unmarshal(u.Inode, n); err != nil {
-			return nil, fmt.Errorf("mdt%d: %s: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
-		}
-		if n.Attr.FID.IsZero() {
-			if n.Attr.FID, err = m.allocFID(b); err != nil {
-				return nil, err
+		switch u.Kind {
+		case dtx.CreateInode:
+			// The new directory's FID comes from this MDT's sequence.
+			n := new(inode)
+			if err := wire.Unmarshal(u.Inode, n); err != nil {
+				return nil, fmt.Errorf("mdt%d: %s: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
 			}
-		}
-		u.FID, u.Inode = n.Attr.FID, encode(n)
-		for j := range rec.Updates {
-			if rec.Updates[j].Kind == dtx.InsertDirent && rec.Updates[j].FID.IsZero() {
-				rec.Updates[j].FID = n.Attr.FID
+			if n.Attr.FID.IsZero() {
+				if n.Attr.FID, err = m.allocFID(b); err != nil {
+					return nil, err
+				}
 			}
-		}
-		reply.Attr = n.Attr
-	}
-	if r.Check == "rmdir" {
-		for _, u := range rec.Part(uint32(m.cfg.Index)) {
-			if u.Kind != dtx.DeleteInode {
+			u.FID, u.Inode = n.Attr.FID, encode(n)
+			for j := range rec.Updates {
+				if rec.Updates[j].Kind == dtx.InsertDirent && rec.Updates[j].FID.IsZero() {
+					rec.Updates[j].FID = n.Attr.FID
+				}
+			}
+			reply.Attr = n.Attr
+		case dtx.InodeLink:
+			// A new link's entry takes its type from the inode, which only
+			// this MDT knows: the coordinator then stores it so.
+			if u.Delta <= 0 {
 				continue
 			}
 			n, err := m.getInode(u.FID)
 			if err != nil {
-				return nil, err
+				continue // applyPart says why
 			}
-			if err := m.checkRemovable("rmdir", u.FID.String(), n, true); err != nil {
-				return nil, err
+			for j := range rec.Updates {
+				if w := &rec.Updates[j]; w.Kind == dtx.InsertDirent && w.FID == u.FID && w.Mode == 0 {
+					w.Mode = n.Attr.Mode & sIFMT
+				}
 			}
-			reply.Attr = n.Attr
 		}
 	}
-	if err := m.applyPart(b, rec, false); err != nil {
+	if m.needsSync(rec) {
+		if err := m.syncLocked(); err != nil {
+			m.discard(b)
+			return nil, err
+		}
+	}
+	p, err := m.applyPart(b, rec, false, r.Check != "")
+	if err != nil {
+		m.discard(b)
 		return nil, err
 	}
 	if err := m.commitTxn(b); err != nil {
 		return nil, err
 	}
 	m.ctr.dtxPending.Add(1)
+	if reply.Attr.FID.IsZero() && len(p.attrs) > 0 {
+		reply.Attr = p.attrs[0]
+	}
+	reply.Attrs, reply.Destroy = p.attrs, p.destroy
 	reply.RecordBytes = encode(rec)
 	return reply, nil
+}
+
+// discard drops a batch that will not be committed.
+func (m *MDT) discard(b *pebble.Batch) {
+	m.quotaCommitted(b, false)
+	b.Close()
 }
 
 func (m *MDT) hasRecord(id dtx.OpID) bool {
@@ -343,7 +521,8 @@ func (m *MDT) txnRedo(ctx context.Context, r *proto.TxnRedoReq) (any, error) {
 		return &proto.Empty{}, nil
 	}
 	b := m.db.NewBatch()
-	if err := m.applyPart(b, rec, true); err != nil {
+	if _, err := m.applyPart(b, rec, true, false); err != nil {
+		m.discard(b)
 		return nil, err
 	}
 	if err := m.commit(b, true); err != nil {
@@ -395,48 +574,81 @@ func (m *MDT) setParam(ctx context.Context, r *proto.SetParamReq) (any, error) {
 	return nil, fmt.Errorf("mdt%d: unknown parameter %q: %w", m.cfg.Index, r.Name, syscall.EINVAL)
 }
 
+// txnResult is what the parts of an operation report.
+type txnResult struct {
+	attr    proto.Attr   // the created inode (mkdir), the removed directory (rmdir)
+	attrs   []proto.Attr // inodes whose links changed, after the change
+	destroy []proto.Attr // files whose last link went: their objects go
+}
+
+// attrOf returns f's attributes as the operation left them.
+func (r *txnResult) attrOf(f proto.FID) (proto.Attr, bool) {
+	for i := len(r.attrs) - 1; i >= 0; i-- {
+		if r.attrs[i].FID == f {
+			return r.attrs[i], true
+		}
+	}
+	return proto.Attr{}, false
+}
+
 // runTxn executes a distributed operation as its coordinator: remote parts
-// first, then ours. The name it creates or removes is reserved meanwhile
+// first, then ours. The names it creates or removes are reserved meanwhile
 // (m.mu is not held across RPCs: two MDTs coordinating towards each other
 // must not deadlock). check is the precondition for the remote part.
-func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (proto.Attr, error) {
-	var attr proto.Attr
+func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnResult, error) {
+	res := &txnResult{}
 	m.ctr.dtxStarted.Add(1)
+	// What our part needs must be durable before a peer holds the record.
+	m.mu.Lock()
+	var err error
+	if m.needsSync(rec) {
+		err = m.syncLocked()
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	for _, p := range rec.Participants() {
 		if p == uint32(m.cfg.Index) {
 			continue
 		}
 		c, err := m.peer(ctx, p)
 		if err != nil {
-			return attr, err
+			return nil, err
 		}
 		r, err := m.applyRemote(ctx, c, rec, check)
 		if err != nil {
 			var errno syscall.Errno
 			if errors.As(err, &errno) {
-				return attr, err
+				return nil, err
 			}
-			return attr, fmt.Errorf("mdt%d: %s on mdt%d: %v: %w", m.cfg.Index, rec.Op, p, err, syscall.EIO)
+			return nil, fmt.Errorf("mdt%d: %s on mdt%d: %v: %w", m.cfg.Index, rec.Op, p, err, syscall.EIO)
 		}
 		if rec, err = decodeRecord(r.RecordBytes); err != nil {
-			return attr, err
+			return nil, err
 		}
-		attr = r.Attr
+		res.attr = r.Attr
+		res.attrs = append(res.attrs, r.Attrs...)
+		res.destroy = append(res.destroy, r.Destroy...)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.applied(rec.ID) {
-		return attr, nil // a participant's recovery already redid our part
+		return res, nil // a participant's recovery already redid our part
 	}
 	b := m.newBatch(ctx)
-	if err := m.applyPart(b, rec, false); err != nil {
-		return attr, err
+	p, err := m.applyPart(b, rec, false, false)
+	if err != nil {
+		m.discard(b)
+		return nil, err
 	}
 	if err := m.commitTxn(b); err != nil {
-		return attr, err
+		return nil, err
 	}
 	m.ctr.dtxPending.Add(1)
-	return attr, nil
+	res.attrs = append(res.attrs, p.attrs...)
+	res.destroy = append(res.destroy, p.destroy...)
+	return res, nil
 }
 
 // applyRemote sends a participant its part, resending while the
@@ -500,11 +712,11 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, Mode: sIFDIR},
 		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
 	}}
-	attr, err := m.runTxn(ctx, rec, "")
+	res, err := m.runTxn(ctx, rec, "")
 	if err != nil {
 		return nil, err
 	}
-	return &proto.AttrReply{Attr: attr}, nil
+	return &proto.AttrReply{Attr: res.attr}, nil
 }
 
 // newRemoteDir is the inode of a directory made by r under dir on another
@@ -522,10 +734,6 @@ func newRemoteDir(r *proto.MkdirReq, dir *inode, t int64) *inode {
 // remoteRmdir removes a directory that lives on another MDT. m.mu is held
 // on entry and released.
 func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
-	if d.Mode != sIFDIR {
-		m.mu.Unlock()
-		return nil, m.errorf("unlink", r.Name, syscall.EXDEV) // only directories live remotely
-	}
 	if !r.Dir {
 		m.mu.Unlock()
 		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
@@ -543,10 +751,11 @@ func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (a
 		{Kind: dtx.DeleteDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: d.FID},
 		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: -1, Time: t},
 	}}
-	attr, err := m.runTxn(ctx, rec, "rmdir")
+	res, err := m.runTxn(ctx, rec, "rmdir")
 	if err != nil {
 		return nil, err
 	}
+	attr := res.attr
 	attr.Nlink = 0
 	return &proto.UnlinkReply{Attr: attr}, nil
 }
@@ -805,7 +1014,8 @@ func (m *MDT) recoverFromPeers() {
 			continue
 		}
 		b := m.db.NewBatch()
-		if err := m.applyPart(b, rec, true); err != nil {
+		if _, err := m.applyPart(b, rec, true, false); err != nil {
+			m.discard(b)
 			log.Printf("mdt%d: recovery: %s %s: %v", m.cfg.Index, rec.Op, rec.ID, err)
 			continue
 		}

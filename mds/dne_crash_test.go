@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -122,7 +123,9 @@ func (p *pair) converge() {
 
 // fsck checks the namespace across both MDTs: every entry names an
 // existing inode, every directory but the root is named by exactly one
-// entry (no orphan), and every directory's nlink is 2 + its subdirectories.
+// entry (no orphan) whose directory its ".." names, every directory's
+// nlink is 2 + its subdirectories, and every file's nlink is the number of
+// entries naming it.
 func (p *pair) fsck() error {
 	type dirInfo struct {
 		n       *inode
@@ -130,6 +133,7 @@ func (p *pair) fsck() error {
 		subdirs uint32
 	}
 	dirs := map[proto.FID]*dirInfo{}
+	files := map[proto.FID]*dirInfo{}
 	for _, m := range p.mdt {
 		it, _ := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pInode}, UpperBound: []byte{pInode + 1}})
 		for ok := it.First(); ok; ok = it.Next() {
@@ -139,6 +143,8 @@ func (p *pair) fsck() error {
 			}
 			if n.isDir() {
 				dirs[n.Attr.FID] = &dirInfo{n: n}
+			} else {
+				files[n.Attr.FID] = &dirInfo{n: n}
 			}
 		}
 		it.Close()
@@ -167,12 +173,21 @@ func (p *pair) fsck() error {
 				if pd := dirs[parent]; pd != nil {
 					pd.subdirs++
 				}
-			} else if _, err := p.mdt[d.FID.MDT()].getInode(d.FID); err != nil {
+			} else if f := files[d.FID]; f == nil {
 				it.Close()
-				return fmt.Errorf("dangling entry %s/%q → %s: %v", parent, name, d.FID, err)
+				return fmt.Errorf("dangling entry %s/%q → %s", parent, name, d.FID)
+			} else {
+				f.named++
 			}
 		}
 		it.Close()
+	}
+	// Files: every one named (nobody has one open here) as often as its
+	// nlink says, wherever its names live.
+	for fid, named := range files {
+		if named.n.Attr.Nlink != uint32(named.named) {
+			return fmt.Errorf("file %s has nlink %d and %d names", fid, named.n.Attr.Nlink, named.named)
+		}
 	}
 	for fid, d := range dirs {
 		if fid != proto.RootFID && d.named != 1 {
@@ -191,11 +206,15 @@ func (p *pair) lookup(parent proto.FID, name string) (proto.FID, error) {
 	return r.Attr.FID, err
 }
 
-// TestCrashRecoveryDNE runs random cross-MDT mkdir/rmdir workloads, crashes
-// one or both MDTs at a random point (power loss: unsynced Pebble data is
-// lost), restarts them and checks: no dangling entry, no orphan directory,
-// right nlink, and every operation acknowledged before the last fsync of
-// both MDTs is still there. Seeds: STRIPEFS_CRASH_SEEDS (default 120).
+// TestCrashRecoveryDNE runs random cross-MDT workloads (mkdir, rmdir,
+// files created and unlinked, renames of files and directories between
+// the MDTs, over existing targets too, hard links whose name and inode
+// live on different MDTs), crashes one or both MDTs at a random point
+// (power loss: unsynced Pebble data is lost), restarts them and checks: no
+// dangling entry, no orphan, right nlink for directories and files, every
+// directory's ".." right, and every name acknowledged before the last
+// fsync of both MDTs and not touched since still names the same inode.
+// Seeds: STRIPEFS_CRASH_SEEDS (default 120).
 func TestCrashRecoveryDNE(t *testing.T) {
 	seeds := 120
 	if s, err := strconv.Atoi(os.Getenv("STRIPEFS_CRASH_SEEDS")); err == nil {
@@ -228,43 +247,95 @@ func crashRun(t *testing.T, seed int64) {
 		parent proto.FID
 		name   string
 	}
-	live := map[key]bool{}      // what the MDTs acknowledged
-	committed := map[key]bool{} // acknowledged before the last fsync of both
-	touched := map[key]bool{}   // names changed since that fsync: either state may survive
+	type entry struct {
+		fid proto.FID
+		dir bool
+	}
+	live := map[key]entry{}      // what the MDTs acknowledged
+	committed := map[key]entry{} // acknowledged before the last fsync of both
+	touched := map[key]bool{}    // names changed since that fsync: either state may survive
+	// Errors a random operation may rightly get; anything else fails.
+	expected := []syscall.Errno{syscall.EEXIST, syscall.ENOENT, syscall.ENOTDIR, syscall.EISDIR, syscall.ENOTEMPTY, syscall.EPERM}
+	check := func(op int, what string, err error) bool {
+		t.Logf("op %d: %s: %v", op, what, err)
+		for _, e := range expected {
+			if errors.Is(err, e) {
+				return false
+			}
+		}
+		if err != nil {
+			t.Fatalf("op %d %s: %v", op, what, err)
+		}
+		return true
+	}
+	randKey := func() key { return key{parents[rng.IntN(2)], fmt.Sprintf("n%d", rng.IntN(10))} }
 	nops := 5 + rng.IntN(40)
 	for op := 0; op < nops; op++ {
-		parent := parents[rng.IntN(2)]
-		name := fmt.Sprintf("d%d", rng.IntN(12))
-		k := key{parent, name}
-		r := rng.IntN(10)
-		if r < 9 {
-			touched[k] = true
-		}
+		k := randKey()
+		r := rng.IntN(20)
 		switch {
-		case r < 6:
+		case r < 4:
 			target := int32(rng.IntN(2))
-			err := p.call(parent.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: parent, Name: name, Mode: 0o755, MDT: target}, &proto.AttrReply{})
-			t.Logf("op %d: mkdir %s/%s on mdt%d: %v", op, parent, name, target, err)
-			if err == nil {
-				live[k] = true
-			} else if !errors.Is(err, syscall.EEXIST) {
-				t.Fatalf("op %d mkdir: %v", op, err)
+			var ar proto.AttrReply
+			err := p.call(k.parent.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: k.parent, Name: k.name, Mode: 0o755, MDT: target}, &ar)
+			touched[k] = true
+			if check(op, fmt.Sprintf("mkdir %s/%s on mdt%d", k.parent, k.name, target), err) {
+				live[k] = entry{ar.Attr.FID, true}
+			}
+		case r < 6:
+			var ar proto.AttrReply
+			err := p.call(k.parent.MDT(), proto.MCreate, &proto.CreateReq{Parent: k.parent, Name: k.name, Mode: syscall.S_IFIFO | 0o644, Excl: true}, &ar)
+			touched[k] = true
+			if check(op, fmt.Sprintf("mknod %s/%s", k.parent, k.name), err) {
+				live[k] = entry{ar.Attr.FID, false}
 			}
 		case r < 9:
-			err := p.call(parent.MDT(), proto.MUnlink, &proto.UnlinkReq{Parent: parent, Name: name, Dir: true}, &proto.UnlinkReply{})
-			t.Logf("op %d: rmdir %s/%s: %v", op, parent, name, err)
-			if err == nil {
+			dir := rng.IntN(2) == 0
+			err := p.call(k.parent.MDT(), proto.MUnlink, &proto.UnlinkReq{Parent: k.parent, Name: k.name, Dir: dir}, &proto.UnlinkReply{})
+			touched[k] = true
+			if check(op, fmt.Sprintf("unlink(dir=%v) %s/%s", dir, k.parent, k.name), err) {
 				delete(live, k)
-			} else if !errors.Is(err, syscall.ENOENT) {
-				t.Fatalf("op %d rmdir: %v", op, err)
+			}
+		case r < 14:
+			src, dst := k, randKey()
+			var flags uint32
+			if rng.IntN(4) == 0 {
+				flags = proto.RenameNoReplace
+			}
+			err := p.call(src.parent.MDT(), proto.MRename, &proto.RenameReq{SrcParent: src.parent, SrcName: src.name,
+				DstParent: dst.parent, DstName: dst.name, Flags: flags}, &proto.RenameReply{})
+			touched[src], touched[dst] = true, true
+			if check(op, fmt.Sprintf("rename(%d) %s/%s → %s/%s", flags, src.parent, src.name, dst.parent, dst.name), err) {
+				if e := live[src]; live[dst] != e {
+					live[dst] = e
+					delete(live, src)
+				}
+			}
+		case r < 17:
+			// A hard link to a random file, in either directory.
+			var files []key
+			for k, e := range live {
+				if !e.dir {
+					files = append(files, k)
+				}
+			}
+			if len(files) == 0 {
+				continue
+			}
+			slices.SortFunc(files, func(a, b key) int { return strings.Compare(a.parent.String()+a.name, b.parent.String()+b.name) })
+			e := live[files[rng.IntN(len(files))]]
+			err := p.call(k.parent.MDT(), proto.MLink, &proto.LinkReq{FID: e.fid, Parent: k.parent, Name: k.name}, &proto.AttrReply{})
+			touched[k] = true
+			if check(op, fmt.Sprintf("link %s as %s/%s", e.fid, k.parent, k.name), err) {
+				live[k] = e
 			}
 		default:
 			e0 := p.call(0, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
 			e1 := p.call(1, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
 			t.Logf("op %d: fsync: %v %v", op, e0, e1)
-			committed, touched = map[key]bool{}, map[key]bool{}
-			for k := range live {
-				committed[k] = true
+			committed, touched = map[key]entry{}, map[key]bool{}
+			for k, e := range live {
+				committed[k] = e
 			}
 		}
 		if rng.IntN(8) == 0 {
@@ -285,12 +356,12 @@ func crashRun(t *testing.T, seed int64) {
 	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) > 0 {
 		t.Fatalf("after crashing %v: stripefs fsck: %v %v", which, err, rep.Findings)
 	}
-	for k := range committed {
+	for k, e := range committed {
 		if touched[k] {
 			continue // changed after the fsync: either state is allowed
 		}
-		if _, err := p.lookup(k.parent, k.name); err != nil {
-			t.Fatalf("after crashing %v: %s/%s was committed but is gone: %v", which, k.parent, k.name, err)
+		if fid, err := p.lookup(k.parent, k.name); err != nil || fid != e.fid {
+			t.Fatalf("after crashing %v: %s/%s was committed naming %s but names %s: %v", which, k.parent, k.name, e.fid, fid, err)
 		}
 	}
 }

@@ -178,9 +178,16 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: fid, Mode: sIFDIR},
 		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
 	}}
+	// What our part needs must be durable before a peer holds the
+	// record (deps.go): a parent made a moment ago syncs once.
+	if m.needsSync(rec) {
+		if err := m.syncLocked(); err != nil {
+			return nil, err
+		}
+	}
 	b := m.newBatch(ctx)
-	if err := m.applyPart(b, rec, false); err != nil {
-		b.Close()
+	if _, err := m.applyPart(b, rec, false, false); err != nil {
+		m.discard(b)
 		return nil, err
 	}
 	if err := m.commitTxn(b); err != nil {

@@ -84,8 +84,13 @@ type MDT struct {
 	peers      map[uint32]*rpc.Client
 	recovered  chan struct{} // closed when start-up recovery is over
 	grants     grants        // fidgrant.go
-	ctr        struct {
-		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends atomic.Int64
+	// fresh holds the keys of inodes and entries created since the WAL
+	// was last synced, with the sync generation they were made in
+	// (deps.go); guarded by mu.
+	fresh   map[string]uint64
+	syncGen uint64
+	ctr     struct {
+		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends, dtxDepSyncs atomic.Int64
 	}
 
 	quota    *quotaState // quota.go
@@ -134,7 +139,7 @@ func Open(cfg Config) (*MDT, error) {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
 	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{}),
-		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}}
+		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{}}
 	m.remoteSync.Store(cfg.RemoteSync)
 	if err := m.upgradeFormat(); err != nil {
 		db.Close()
@@ -389,6 +394,7 @@ func (m *MDT) allocFID(b *pebble.Batch) (proto.FID, error) {
 
 // newInode stores a freshly allocated inode.
 func (m *MDT) newInode(b *pebble.Batch, n *inode) {
+	m.markFresh(inodeKey(n.Attr.FID))
 	m.inodes.Add(1)
 	m.quotaCharge(b, n)
 	m.putInode(b, n)
@@ -433,10 +439,15 @@ func (m *MDT) dirEmpty(dir proto.FID) (bool, error) {
 func (m *MDT) Sync() error {
 	m.mu.Lock() // every transno taken so far is applied once mu is free
 	t := m.lastTransno.Load()
+	gen := m.syncGen
+	m.syncGen++
 	m.mu.Unlock()
 	if err := m.db.LogData(nil, pebble.Sync); err != nil {
 		return fmt.Errorf("mdt%d: sync: %v: %w", m.cfg.Index, err, syscall.EIO)
 	}
+	m.mu.Lock()
+	m.synced(gen)
+	m.mu.Unlock()
 	for {
 		c := m.committed.Load()
 		if t <= c || m.committed.CompareAndSwap(c, t) {

@@ -65,6 +65,7 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 		return nil, err
 	}
 	var fid proto.FID
+	mode := uint32(sIFDIR)
 	switch r.Name {
 	case ".":
 		fid = r.Parent
@@ -79,10 +80,12 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		fid = d.FID
+		fid, mode = d.FID, d.Mode
 	}
 	if fid.MDT() != m.cfg.Index {
-		return &proto.AttrReply{Attr: proto.Attr{FID: fid, Mode: sIFDIR}, Remote: true}, nil
+		// A remote directory, or a remote entry of a file (a cross-MDT
+		// link or rename): its MDT has the attributes.
+		return &proto.AttrReply{Attr: proto.Attr{FID: fid, Mode: mode}, Remote: true}, nil
 	}
 	n, err := m.getInode(fid)
 	if err != nil {
@@ -174,6 +177,7 @@ func (m *MDT) newChild(b *pebble.Batch, dir *inode, mode uint32, c proto.Caller)
 
 // linkInto adds name → child to dir in b and touches dir.
 func (m *MDT) linkInto(b *pebble.Batch, dir *inode, name string, child *inode) {
+	m.markFresh(direntKey(dir.Attr.FID, name))
 	b.Set(direntKey(dir.Attr.FID, name), encode(&dirent{FID: child.Attr.FID, Mode: child.Attr.Mode & sIFMT}), nil)
 	t := now()
 	dir.Attr.Mtime, dir.Attr.Ctime = t, t
@@ -194,6 +198,12 @@ func (m *MDT) prepareCreate(op string, parent proto.FID, name string) (*inode, e
 	}
 	if dir.Attr.Nlink == 0 {
 		return nil, m.errorf(op, name, syscall.ENOENT) // directory was removed
+	}
+	if _, busy := m.pending[string(direntKey(parent, ""))]; busy {
+		return nil, m.errorf(op, name, syscall.ENOENT) // a rename is replacing it
+	}
+	if _, busy := m.pending[string(direntKey(parent, name))]; busy {
+		return nil, m.errorf(op, name, syscall.EEXIST) // a distributed operation has the name
 	}
 	return dir, nil
 }
@@ -416,7 +426,10 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	}
 	if d.FID.MDT() != m.cfg.Index {
 		unlocked = true
-		return m.remoteRmdir(ctx, r, d) // releases m.mu
+		if d.Mode == sIFDIR {
+			return m.remoteRmdir(ctx, r, d) // releases m.mu
+		}
+		return m.remoteUnlink(ctx, r, d) // releases m.mu
 	}
 	n, err := m.getInode(d.FID)
 	if err != nil {
@@ -448,6 +461,13 @@ func (m *MDT) checkRemovable(op, name string, n *inode, wantDir bool) error {
 	case !wantDir && n.isDir():
 		return m.errorf(op, name, syscall.EISDIR)
 	case n.isDir():
+		// A name a distributed operation is creating in it counts.
+		prefix := string(direntPrefix(n.Attr.FID))
+		for k := range m.pending {
+			if strings.HasPrefix(k, prefix) && len(k) > len(prefix)+8 {
+				return m.errorf(op, name, syscall.ENOTEMPTY)
+			}
+		}
 		empty, err := m.dirEmpty(n.Attr.FID)
 		if err != nil {
 			return fmt.Errorf("mdt%d: %s %q: %v: %w", m.cfg.Index, op, name, err, syscall.EIO)
@@ -489,10 +509,25 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 		return nil, m.errorf("rename", r.SrcName, syscall.EINVAL)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			m.mu.Unlock()
+		}
+	}()
+	// Anything on another MDT (the destination directory, either inode,
+	// an ancestor on the way up) makes it a distributed rename.
+	remote := func() (any, error) {
+		unlocked = true
+		m.mu.Unlock()
+		return m.remoteRename(ctx, r)
+	}
 	sdir, err := m.getDir(r.SrcParent)
 	if err != nil {
 		return nil, err
+	}
+	if r.DstParent.MDT() != m.cfg.Index {
+		return remote()
 	}
 	ddir := sdir
 	if r.DstParent != r.SrcParent {
@@ -504,12 +539,22 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, k := range [][]byte{direntKey(r.SrcParent, r.SrcName), direntKey(r.DstParent, r.DstName), direntKey(r.DstParent, "")} {
+		if _, busy := m.pending[string(k)]; busy {
+			return nil, m.errorf("rename", r.SrcName, syscall.EBUSY) // a distributed operation has it
+		}
+	}
+	if sd.FID.MDT() != m.cfg.Index {
+		return remote()
+	}
 	src, err := m.getInode(sd.FID)
 	if err != nil {
 		return nil, err
 	}
 	if src.isDir() && r.DstParent != r.SrcParent {
-		if in, err := m.isAncestor(src.Attr.FID, r.DstParent); err != nil {
+		if in, err := m.isAncestor(src.Attr.FID, r.DstParent); errors.Is(err, syscall.EXDEV) {
+			return remote()
+		} else if err != nil {
 			return nil, err
 		} else if in {
 			return nil, m.errorf("rename", r.SrcName, syscall.EINVAL)
@@ -517,6 +562,9 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	}
 	var dst *inode
 	if dd, err := m.getDirent(r.DstParent, r.DstName); err == nil {
+		if dd.FID.MDT() != m.cfg.Index {
+			return remote()
+		}
 		if dst, err = m.getInode(dd.FID); err != nil {
 			return nil, err
 		}
@@ -541,7 +589,9 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 			return nil, m.errorf("rename", r.DstName, syscall.EISDIR)
 		}
 		if dst.isDir() {
-			if in, err := m.isAncestor(dst.Attr.FID, r.SrcParent); err != nil {
+			if in, err := m.isAncestor(dst.Attr.FID, r.SrcParent); errors.Is(err, syscall.EXDEV) {
+				return remote()
+			} else if err != nil {
 				return nil, err
 			} else if in {
 				return nil, m.errorf("rename", r.DstName, syscall.ENOTEMPTY)
@@ -555,6 +605,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	t := now()
 	b.Delete(direntKey(r.SrcParent, r.SrcName), nil)
 	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	m.markFresh(direntKey(r.DstParent, r.DstName))
 	if dst != nil {
 		reply.Replaced, reply.HasReplaced = dst.Attr, true
 		reply.Destroy = m.dropLink(b, dst)
@@ -597,6 +648,8 @@ func (m *MDT) exchange(ctx context.Context, r *proto.RenameReq, sdir, ddir, src,
 	t := now()
 	b.Set(direntKey(r.SrcParent, r.SrcName), encode(&dirent{FID: dst.Attr.FID, Mode: dst.Attr.Mode & sIFMT}), nil)
 	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	m.markFresh(direntKey(r.SrcParent, r.SrcName))
+	m.markFresh(direntKey(r.DstParent, r.DstName))
 	if sdir != ddir {
 		if src.isDir() {
 			src.Parent = ddir.Attr.FID
@@ -626,10 +679,24 @@ func (m *MDT) exchange(ctx context.Context, r *proto.RenameReq, sdir, ddir, src,
 
 func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			m.mu.Unlock()
+		}
+	}()
 	dir, err := m.prepareCreate("link", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
+	}
+	if r.FID.MDT() != m.cfg.Index {
+		if _, err := m.getDirent(r.Parent, r.Name); err == nil {
+			return nil, m.errorf("link", r.Name, syscall.EEXIST)
+		} else if !errors.Is(err, syscall.ENOENT) {
+			return nil, err
+		}
+		unlocked = true
+		return m.remoteLink(ctx, r) // releases m.mu
 	}
 	n, err := m.getInode(r.FID)
 	if err != nil {

@@ -107,7 +107,12 @@ func (m *MDT) resendable() {
 		proto.MCreate:  decodeThen(func(_ context.Context, r *proto.CreateReq) (any, error) { return byLookup(r.Parent, r.Name) }),
 		proto.MMkdir:   decodeThen(func(_ context.Context, r *proto.MkdirReq) (any, error) { return byLookup(r.Parent, r.Name) }),
 		proto.MSymlink: decodeThen(func(_ context.Context, r *proto.SymlinkReq) (any, error) { return byLookup(r.Parent, r.Name) }),
-		proto.MLink:    decodeThen(func(_ context.Context, r *proto.LinkReq) (any, error) { return getattr(r.FID) }),
+		proto.MLink: decodeThen(func(_ context.Context, r *proto.LinkReq) (any, error) {
+			if r.FID.MDT() != m.cfg.Index {
+				return byLookup(r.Parent, r.Name) // a remote entry: the client asks the inode's MDT
+			}
+			return getattr(r.FID)
+		}),
 		proto.MSetattr: decodeThen(func(_ context.Context, r *proto.SetattrReq) (any, error) { return getattr(r.FID) }),
 		proto.MOpen:    decodeThen(func(_ context.Context, r *proto.OpenReq) (any, error) { return getattr(r.FID) }),
 		// The first reply's "destroy these objects" is not kept: a resent

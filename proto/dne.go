@@ -17,6 +17,11 @@ type TxnApplyReq struct {
 type TxnApplyReply struct {
 	RecordBytes []byte
 	Attr        Attr
+	// Attrs are the inodes whose links the part changed, after the
+	// change; Destroy the files whose last link it removed while nobody
+	// had them open (the coordinator's client destroys their objects).
+	Attrs   []Attr
+	Destroy []Attr
 }
 
 // TxnID is dtx.OpID on the wire.

@@ -55,7 +55,19 @@ const (
 	DeleteInode  = "delete_inode"  // FID
 	InsertDirent = "insert_dirent" // Parent, Name → FID, Mode
 	DeleteDirent = "delete_dirent" // Parent, Name (naming FID)
-	ParentLink   = "parent_link"   // Parent: Nlink += Delta, mtime/ctime = Time
+	// ParentLink: Parent's Nlink += Delta, mtime/ctime = Time. With FID
+	// set it belongs to the entry update of (Parent, Name, FID) in the
+	// same part, and a redo that skips that entry update skips it too;
+	// without (records of mkdir/rmdir), to any entry update of Parent.
+	ParentLink = "parent_link"
+	// InodeLink: FID's Nlink += Delta, ctime = Time. A file whose last
+	// link goes is removed, or kept as an orphan while it is open (the
+	// local unlink's rule). It is how a name on one MDT counts on an
+	// inode on another (Lustre DNE's remote entries).
+	InodeLink = "inode_link"
+	// SetParent: directory FID's parent pointer ("..") = Parent, ctime =
+	// Time; a directory moved between MDTs keeps its ".." right.
+	SetParent = "set_parent"
 )
 
 // Update is one primitive change on one MDT.
@@ -120,7 +132,7 @@ func (r *Record) Validate() error {
 	}
 	for _, u := range r.Updates {
 		switch u.Kind {
-		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink:
+		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink, InodeLink, SetParent:
 		default:
 			return fmt.Errorf("dtx: %s: unknown update %q", r.ID, u.Kind)
 		}
@@ -172,4 +184,87 @@ func CanCancel(r *Record, durable map[uint32]bool) bool {
 		}
 	}
 	return true
+}
+
+// The builders below turn what a coordinator found into a record's
+// updates: which MDT does what is decided here, without I/O, so it is
+// table-tested; the MDT only looks things up and applies.
+
+const (
+	modeType = 0o170000
+	modeDir  = 0o040000
+)
+
+func mdtOf(f proto.FID) uint32 { return uint32(f.MDT()) }
+
+// entryUpdate removes or inserts the entry (parent, name) → fid with the
+// matching link-count change of parent (a subdirectory counts; a file
+// only touches its times).
+func entryUpdate(kind string, parent proto.FID, name string, fid proto.FID, mode uint32, t int64) []Update {
+	delta := int32(0)
+	if mode&modeType == modeDir {
+		delta = 1
+		if kind == DeleteDirent {
+			delta = -1
+		}
+	}
+	return []Update{
+		{Kind: kind, MDT: mdtOf(parent), Parent: parent, Name: name, FID: fid, Mode: mode & modeType},
+		{Kind: ParentLink, MDT: mdtOf(parent), Parent: parent, Name: name, FID: fid, Delta: delta, Time: t},
+	}
+}
+
+// RenamePlan is what the coordinator of a rename found: the entry that
+// moves (Src, of type SrcMode) and, if the destination name exists, the
+// entry it replaces (Dst, DstMode). Types are S_IF* bits.
+type RenamePlan struct {
+	SrcParent, DstParent proto.FID
+	SrcName, DstName     string
+	Src                  proto.FID
+	SrcMode              uint32
+	Dst                  proto.FID // zero: the destination name is free
+	DstMode              uint32
+	Time                 int64
+}
+
+// Rename lists the updates of a rename whose parts may live on several
+// MDTs: the source entry goes, a replaced entry goes and its inode loses
+// a link (an empty directory goes whole), the new entry comes, and a
+// moved directory's ".." follows it. A moved file only gets a new ctime.
+func Rename(p RenamePlan) []Update {
+	var out []Update
+	out = append(out, entryUpdate(DeleteDirent, p.SrcParent, p.SrcName, p.Src, p.SrcMode, p.Time)...)
+	if !p.Dst.IsZero() {
+		out = append(out, entryUpdate(DeleteDirent, p.DstParent, p.DstName, p.Dst, p.DstMode, p.Time)...)
+	}
+	out = append(out, entryUpdate(InsertDirent, p.DstParent, p.DstName, p.Src, p.SrcMode, p.Time)...)
+	if p.SrcMode&modeType == modeDir {
+		out = append(out, Update{Kind: SetParent, MDT: mdtOf(p.Src), FID: p.Src, Parent: p.DstParent, Time: p.Time})
+	} else {
+		out = append(out, Update{Kind: InodeLink, MDT: mdtOf(p.Src), FID: p.Src, Delta: 0, Time: p.Time})
+	}
+	if !p.Dst.IsZero() {
+		if p.DstMode&modeType == modeDir {
+			out = append(out, Update{Kind: DeleteInode, MDT: mdtOf(p.Dst), FID: p.Dst})
+		} else {
+			out = append(out, Update{Kind: InodeLink, MDT: mdtOf(p.Dst), FID: p.Dst, Delta: -1, Time: p.Time})
+		}
+	}
+	return out
+}
+
+// Link lists the updates of a hard link named in parent (one MDT) to an
+// inode on another: the entry here, one more link there. mode may be 0
+// when the coordinator does not know the type yet: the inode's MDT fills
+// it in when it applies its part (first).
+func Link(parent proto.FID, name string, fid proto.FID, mode uint32, t int64) []Update {
+	out := []Update{{Kind: InodeLink, MDT: mdtOf(fid), FID: fid, Delta: 1, Time: t}}
+	return append(out, entryUpdate(InsertDirent, parent, name, fid, mode, t)...)
+}
+
+// Unlink lists the updates of removing a name whose (non-directory)
+// inode lives on another MDT: the entry here, one link less there.
+func Unlink(parent proto.FID, name string, fid proto.FID, mode uint32, t int64) []Update {
+	out := []Update{{Kind: InodeLink, MDT: mdtOf(fid), FID: fid, Delta: -1, Time: t}}
+	return append(out, entryUpdate(DeleteDirent, parent, name, fid, mode, t)...)
 }

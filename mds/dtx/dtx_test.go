@@ -1,8 +1,11 @@
 package dtx
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/stripefs/stripefs/proto"
 )
 
 func mkdirRecord() *Record {
@@ -70,5 +73,87 @@ func TestValidateRejects(t *testing.T) {
 		if r.Validate() == nil {
 			t.Errorf("accepted %+v", r)
 		}
+	}
+}
+
+func fid(mdt int, oid uint32) proto.FID { return proto.FID{Seq: proto.MDTSeq(mdt, 2), Oid: oid} }
+
+// kinds lists a part's updates as "kind" or "kind±delta" for link changes.
+func kinds(us []Update) []string {
+	var out []string
+	for _, u := range us {
+		s := u.Kind
+		if u.Kind == ParentLink || u.Kind == InodeLink {
+			s = fmt.Sprintf("%s%+d", u.Kind, u.Delta)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestBuilders(t *testing.T) {
+	s0, d1 := fid(0, 10), fid(1, 20) // source and destination directories
+	file0, file1, dir0, dir1 := fid(0, 1), fid(1, 2), fid(0, 3), fid(1, 4)
+	const reg, dir = 0o100000, 0o040000
+	tests := []struct {
+		name  string
+		coord uint32
+		ups   []Update
+		want  map[uint32][]string
+	}{
+		{"file moves to another MDT's directory", 0,
+			Rename(RenamePlan{SrcParent: s0, SrcName: "a", DstParent: d1, DstName: "b", Src: file0, SrcMode: reg}),
+			map[uint32][]string{
+				0: {DeleteDirent, ParentLink + "+0", InodeLink + "+0"},
+				1: {InsertDirent, ParentLink + "+0"},
+			}},
+		{"directory moves: link counts and its parent pointer follow", 0,
+			Rename(RenamePlan{SrcParent: s0, SrcName: "a", DstParent: d1, DstName: "b", Src: dir1, SrcMode: dir}),
+			map[uint32][]string{
+				0: {DeleteDirent, ParentLink + "-1"},
+				1: {InsertDirent, ParentLink + "+1", SetParent},
+			}},
+		{"file over an existing file: the replaced one loses a link", 0,
+			Rename(RenamePlan{SrcParent: s0, SrcName: "a", DstParent: d1, DstName: "b", Src: file0, SrcMode: reg, Dst: file1, DstMode: reg}),
+			map[uint32][]string{
+				0: {DeleteDirent, ParentLink + "+0", InodeLink + "+0"},
+				1: {DeleteDirent, ParentLink + "+0", InsertDirent, ParentLink + "+0", InodeLink + "-1"},
+			}},
+		{"directory over an empty directory on the coordinator", 1,
+			Rename(RenamePlan{SrcParent: d1, SrcName: "a", DstParent: s0, DstName: "b", Src: dir1, SrcMode: dir, Dst: dir0, DstMode: dir}),
+			map[uint32][]string{
+				1: {DeleteDirent, ParentLink + "-1", SetParent},
+				0: {DeleteDirent, ParentLink + "-1", InsertDirent, ParentLink + "+1", DeleteInode},
+			}},
+		{"remote link", 1, Link(d1, "l", file0, 0, 1), map[uint32][]string{
+			0: {InodeLink + "+1"},
+			1: {InsertDirent, ParentLink + "+0"},
+		}},
+		{"remote unlink", 1, Unlink(d1, "l", file0, reg, 1), map[uint32][]string{
+			0: {InodeLink + "-1"},
+			1: {DeleteDirent, ParentLink + "+0"},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Record{ID: OpID{Coord: tc.coord, Epoch: 1, Seq: 1}, Updates: tc.ups}
+			if err := r.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if p := r.Participants(); p[len(p)-1] != tc.coord || len(p) != len(tc.want) {
+				t.Fatalf("participants %v", p)
+			}
+			for mdt, want := range tc.want {
+				if got := kinds(r.Part(mdt)); !slices.Equal(got, want) {
+					t.Errorf("mdt%d: %v, want %v", mdt, got, want)
+				}
+			}
+			// Every link-count change names the entry update it belongs to.
+			for _, u := range r.Updates {
+				if u.Kind == ParentLink && u.FID.IsZero() {
+					t.Errorf("untied %+v", u)
+				}
+			}
+		})
 	}
 }
