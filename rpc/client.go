@@ -375,7 +375,9 @@ func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) erro
 	for i, k := range todo {
 		call := &Call{Method: k.method, Req: RawMsg(k.msg), XID: k.xid, Replay: true, replayOf: k.transno}
 		err := c.do(ctx, cc, call)
-		if errors.Is(err, ErrDisconnected) || errors.Is(err, errClosed) {
+		if errors.Is(err, ErrDisconnected) || errors.Is(err, errClosed) || errors.Is(err, syscall.ESHUTDOWN) {
+			// The server went away (or is stopping) again: the change is
+			// not lost, the next start gets it.
 			c.replayCut(todo[i:])
 			return fmt.Errorf("replay: %w", err)
 		}
