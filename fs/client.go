@@ -190,6 +190,19 @@ func (c *Client) Close() error {
 	c.bg.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// Say goodbye to the MDTs, so that after a restart they do not wait
+	// for this client's replays (it will never send them).
+	var wg sync.WaitGroup
+	for _, r := range c.mdts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.Disconnect(ctx)
+		}()
+	}
+	wg.Wait()
 	for _, r := range c.mdts {
 		r.Close()
 	}
@@ -228,7 +241,10 @@ func (c *Client) call(ctx context.Context, r *rpc.Client, call *rpc.Call) error 
 	deadline := time.Now().Add(c.opts.RetryFor)
 	for {
 		err := r.Do(ctx, call)
-		if err == nil || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
+		// ESHUTDOWN: an MDT stopping while it held the request in its
+		// recovery window; it is not done, and the next start takes it.
+		retry := errors.Is(err, rpc.ErrDisconnected) || errors.Is(err, syscall.ESHUTDOWN)
+		if err == nil || !retry || time.Now().After(deadline) {
 			return asErrno(err)
 		}
 		select {

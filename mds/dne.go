@@ -964,7 +964,6 @@ func (m *MDT) txnList(ctx context.Context, r *proto.TxnListReq) (any, error) {
 // the update logs, as in Lustre's recovery). Peers that stay away longer
 // than the recovery window are left to the sweepers.
 func (m *MDT) recoverFromPeers() {
-	defer close(m.recovered)
 	if m.epoch <= 1 {
 		return // a new MDT has nothing to recover
 	}

@@ -49,6 +49,12 @@ type Config struct {
 	// RecoveryWindow bounds how long a restarted MDT waits for its peers'
 	// update logs before serving clients (default 15s).
 	RecoveryWindow time.Duration
+	// ClientWindow bounds how long a restarted MDT then waits for the
+	// clients of its client table to reconnect and replay before it
+	// serves new requests and evicts the missing (default
+	// DefaultClientWindow; clients still replaying at its end get as long
+	// again). See clients.go.
+	ClientWindow time.Duration
 	// TxnAskAfter is how old a record held as a participant must be before
 	// its coordinator is asked whether it lost its part (default 5s; the
 	// answer is safe at any age, asking early only wastes RPCs).
@@ -93,6 +99,12 @@ type MDT struct {
 		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends, dtxDepSyncs atomic.Int64
 	}
 
+	// Client table and recovery window (clients.go).
+	clientsMu    sync.RWMutex
+	clients      map[string]bool // uuids in the client table
+	win          clientWindow
+	startTransno uint64 // last transno on disk at start
+
 	quota    *quotaState // quota.go
 	mgs      *mgs        // MDT0 only
 	mgsConn  *rpc.Client // others: to MDT0
@@ -117,6 +129,12 @@ func Open(cfg Config) (*MDT, error) {
 	}
 	if cfg.RecoveryWindow == 0 {
 		cfg.RecoveryWindow = 15 * time.Second
+	}
+	if cfg.ClientWindow <= 0 {
+		cfg.ClientWindow = DefaultClientWindow
+	}
+	if cfg.ClientWindow > MaxClientWindow {
+		return nil, fmt.Errorf("mdt%d: %w: %v, at most %v", cfg.Index, errWindowTooLong, cfg.ClientWindow, MaxClientWindow)
 	}
 	if cfg.TxnAskAfter == 0 {
 		cfg.TxnAskAfter = 5 * time.Second
@@ -157,6 +175,11 @@ func Open(cfg Config) (*MDT, error) {
 		db.Close()
 		return nil, fmt.Errorf("mdt%d: epoch: %w", cfg.Index, err)
 	}
+	m.startTransno = m.lastTransno.Load()
+	if err := m.loadClients(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mdt%d: client table: %w", cfg.Index, err)
+	}
 	m.Srv = rpc.NewServer(fmt.Sprintf("mdt%d", cfg.Index))
 	m.Srv.Committed = m.committed.Load
 	m.register()
@@ -166,6 +189,7 @@ func Open(cfg Config) (*MDT, error) {
 	m.registerGrants()
 	m.pullOnMiss()
 	m.recovered = make(chan struct{})
+	m.gateClients()
 	m.gateRecovery()
 	if cfg.Index == 0 {
 		if m.mgs, err = openMGS(m); err != nil {
@@ -179,10 +203,16 @@ func Open(cfg Config) (*MDT, error) {
 		db.Close()
 		return nil, err
 	}
+	prevCounters := m.Srv.Counters
+	m.Srv.Counters = func() []rpc.Counter { return append(prevCounters(), m.windowCounters()...) }
 	m.wg.Add(2)
 	go m.committer()
 	go m.sweeper()
-	go m.recoverFromPeers()
+	go func() {
+		m.recoverFromPeers()
+		m.openClientWindow()
+		close(m.recovered)
+	}()
 	return m, nil
 }
 
@@ -265,6 +295,7 @@ func (m *MDT) Serve(l net.Listener) error { return m.Srv.Serve(l) }
 // halt stops serving and every background task without a final commit:
 // what a crash does, for tests that then take the filesystem's crash image.
 func (m *MDT) halt() {
+	m.stopWindow() // first: requests held by the window must end for Close to return
 	m.Srv.Close()
 	close(m.stop)
 	m.wg.Wait()

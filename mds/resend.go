@@ -47,6 +47,7 @@ func (m *MDT) newBatch(ctx context.Context) *pebble.Batch {
 	rpc.SetTransno(ctx, t)
 	if c, ok := rpc.CallerFrom(ctx); ok {
 		b.Set(doneKey(c), binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano())), nil)
+		noteClient(b, c, t)
 	}
 	return b
 }

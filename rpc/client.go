@@ -49,6 +49,7 @@ type Call struct {
 	FailFast bool
 
 	transno, committed uint64 // from the reply header
+	replayOf           uint64 // a replay: the transno before the restart
 
 	done chan struct{}
 	err  error
@@ -70,10 +71,12 @@ type Client struct {
 	// connections (e.g. while it restarts) before giving up.
 	RetryFor time.Duration
 
-	mu   sync.Mutex
-	conn *clientConn
-	dial chan struct{} // closed when an in-progress dial ends
-	shut bool
+	mu      sync.Mutex
+	conn    *clientConn
+	dial    chan struct{} // closed when an in-progress dial ends
+	dialing *clientConn   // connected, still replaying, not yet in conn
+	shut    bool
+	redial  bool // a background redial (Replay clients) is running
 
 	// Replay keeps every Call marked Replay until the server reports it
 	// committed, and sends the kept ones again, in transno order, when it
@@ -83,6 +86,9 @@ type Client struct {
 	kept      []keptCall
 	committed uint64
 	boot      string // the server start we last talked to
+	// mustReplay: a replay was cut short by a lost connection, so the next
+	// connection replays (and says replay done) whatever the server's Boot.
+	mustReplay bool
 	// Replayed counts changes sent again after a server restart.
 	Replayed atomic.Int64
 }
@@ -101,6 +107,9 @@ func NewClient(addr, name string) *Client {
 }
 
 type clientConn struct {
+	// lost, if set, runs once when the read loop ends (the connection
+	// died); Replay clients redial at once from it.
+	lost    func()
 	c       net.Conn
 	wmu     sync.Mutex
 	mu      sync.Mutex
@@ -113,11 +122,13 @@ type clientConn struct {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.shut = true
-	cc := c.conn
+	cc, dc := c.conn, c.dialing
 	c.conn = nil
 	c.mu.Unlock()
-	if cc != nil {
-		cc.fail(errClosed)
+	for _, x := range []*clientConn{cc, dc} {
+		if x != nil {
+			x.fail(errClosed)
+		}
 	}
 	return nil
 }
@@ -265,20 +276,92 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	cc := &clientConn{c: nc, pending: map[uint64]*Call{}}
+	if c.Replay {
+		cc.lost = func() { c.redialSoon(cc) }
+	}
 	go cc.readLoop(r)
 	if c.Replay {
-		c.replayTo(ctx, cc, sh.Boot)
+		c.mu.Lock()
+		c.dialing = cc
+		c.mu.Unlock()
+		err := c.replayTo(ctx, cc, sh.Boot)
+		c.mu.Lock()
+		c.dialing = nil
+		c.mu.Unlock()
+		if err != nil {
+			cc.fail(err)
+			return nil, err
+		}
 	}
 	return cc, nil
 }
 
-// replayTo sends the kept changes again if the server restarted since we
-// last talked to it, before the connection is used for anything else. The
-// server skips those it still has (it knows their XIDs).
-func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) {
+// redialSoon reconnects a Replay client whose connection died, without
+// waiting for its next call: a restarted server holds every client's new
+// requests in its recovery window until each client it knew has replayed
+// and said so, so an idle client must come back by itself (Lustre's
+// pinger notices a restarted target the same way).
+func (c *Client) redialSoon(dead *clientConn) {
+	c.drop(dead)
+	c.mu.Lock()
+	if c.shut || c.redial {
+		c.mu.Unlock()
+		return
+	}
+	c.redial = true
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			c.redial = false
+			c.mu.Unlock()
+		}()
+		start := time.Now()
+		backoff := 20 * time.Millisecond
+		for time.Since(start) < c.RetryFor {
+			_, err := c.get(context.Background())
+			if err == nil || errors.Is(err, errClosed) {
+				return
+			}
+			time.Sleep(backoff)
+			backoff = min(backoff*2, 500*time.Millisecond)
+		}
+	}()
+}
+
+// Disconnect tells the server this client is going away for good (an
+// unmount), so it does not wait for it after a restart. Only Replay
+// clients that have talked to the server say it; errors are only logged:
+// a server that does not hear it waits for this client for one recovery
+// window at most.
+func (c *Client) Disconnect(ctx context.Context) {
+	if !c.Replay {
+		return
+	}
 	c.replayMu.Lock()
-	restarted := c.boot != "" && c.boot != boot
+	talked := c.boot != ""
+	c.replayMu.Unlock()
+	if !talked {
+		return
+	}
+	if err := c.Do(ctx, &Call{Method: MethodDisconnect, FailFast: true}); err != nil && !errors.Is(err, syscall.ENOSYS) {
+		log.Printf("rpc: disconnect from %s: %v", c.Addr, err)
+	}
+}
+
+// replayTo sends the kept changes again if the server restarted since we
+// last talked to it, before the connection is used for anything else, one
+// at a time in transno order, each flagged FlagReplay with its old transno
+// (the server orders all clients' replays by it), then says replay done.
+// The server skips those it still has (it knows their XIDs). Replays do
+// not end with the caller's context: a kept change dropped half-way would
+// be lost.
+func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) error {
+	ctx = context.WithoutCancel(ctx)
+	c.replayMu.Lock()
+	restarted := c.mustReplay || (c.boot != "" && c.boot != boot)
 	c.boot = boot
+	c.mustReplay = false
 	var todo []keptCall
 	if restarted {
 		todo = append(todo, c.kept...)
@@ -286,14 +369,43 @@ func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) {
 		c.committed = 0 // a new start: its transnos are its own
 	}
 	c.replayMu.Unlock()
-	for _, k := range todo {
-		call := &Call{Method: k.method, Req: RawMsg(k.msg), XID: k.xid, Replay: true}
-		if err := c.do(ctx, cc, call); err != nil {
-			log.Printf("rpc: replay of method %d (xid %d) to %s: %v", k.method, k.xid, c.Addr, err)
+	if !restarted {
+		return nil
+	}
+	for i, k := range todo {
+		call := &Call{Method: k.method, Req: RawMsg(k.msg), XID: k.xid, Replay: true, replayOf: k.transno}
+		err := c.do(ctx, cc, call)
+		if errors.Is(err, ErrDisconnected) || errors.Is(err, errClosed) || errors.Is(err, syscall.ESHUTDOWN) {
+			// The server went away (or is stopping) again: the change is
+			// not lost, the next start gets it.
+			c.replayCut(todo[i:])
+			return fmt.Errorf("replay: %w", err)
+		}
+		if err != nil {
+			log.Printf("rpc: replay of method %d (xid %d, transno %d) to %s: %v", k.method, k.xid, k.transno, c.Addr, err)
 			continue
 		}
 		c.Replayed.Add(1)
 	}
+	err := c.do(ctx, cc, &Call{Method: MethodReplayDone})
+	switch {
+	case errors.Is(err, ErrDisconnected) || errors.Is(err, errClosed):
+		c.replayCut(nil)
+		return fmt.Errorf("replay done: %w", err)
+	case err != nil && !errors.Is(err, syscall.ENOSYS):
+		log.Printf("rpc: replay done to %s: %v", c.Addr, err)
+	}
+	return nil
+}
+
+// replayCut keeps the changes a lost connection stopped replayTo from
+// sending, after those already replayed (kept again under their new
+// transnos), and makes the next connection replay again.
+func (c *Client) replayCut(rest []keptCall) {
+	c.replayMu.Lock()
+	defer c.replayMu.Unlock()
+	c.kept = append(c.kept, rest...)
+	c.mustReplay = true
 }
 
 // keep records a reply's transno and drops what the server committed.
@@ -338,6 +450,13 @@ func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 		call.XID = c.xids.Add(1)
 	}
 	h := Header{Kind: KindRequest, Method: call.Method, MsgLen: uint32(len(msg)), BulkLen: uint32(n), XID: call.XID}
+	if c.Replay && call.Replay {
+		h.Flags |= FlagKept
+	}
+	if call.replayOf != 0 {
+		h.Flags |= FlagReplay
+		h.Transno = call.replayOf
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		ms := time.Until(dl).Milliseconds()
 		if ms <= 0 {
@@ -415,6 +534,9 @@ func (cc *clientConn) fail(err error) {
 }
 
 func (cc *clientConn) readLoop(r *bufio.Reader) {
+	if cc.lost != nil {
+		defer cc.lost()
+	}
 	hb := make([]byte, HeaderSize)
 	for {
 		if _, err := io.ReadFull(r, hb); err != nil {

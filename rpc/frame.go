@@ -35,6 +35,19 @@ const (
 	KindReply   uint8 = 3
 )
 
+// Request flags (Header.Flags).
+const (
+	// FlagKept marks a change the client keeps until the server commits
+	// it and replays if the server restarts first. A server remembers the
+	// clients that send it (Lustre's last_rcvd), so that after a restart it
+	// knows whom to wait for.
+	FlagKept uint8 = 1 << 0
+	// FlagReplay marks a change an earlier start of the server answered,
+	// sent again after a restart; the header's Transno is the transno that
+	// start gave it, by which replays of all clients are ordered.
+	FlagReplay uint8 = 1 << 1
+)
+
 // Reply status values other than 0 (success) and positive errnos.
 const (
 	StatusError int32 = -1 // message is an error string
@@ -55,7 +68,8 @@ type Header struct {
 	// server can tell a resend from a new request (Lustre's xid).
 	XID uint64
 	// Transno (replies) is the transaction number the server gave the
-	// change the request made, 0 when it changed nothing; Committed is the
+	// change the request made, 0 when it changed nothing; on a request
+	// with FlagReplay, the transno it had before the restart. Committed is the
 	// highest transno the server has made durable. A client keeps a change
 	// until it is committed and replays it if the server restarts first.
 	Transno   uint64

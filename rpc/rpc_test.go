@@ -325,3 +325,84 @@ func TestShortcut(t *testing.T) {
 		t.Fatal("dialed a closed listener")
 	}
 }
+
+// replayServer records, in order, the change requests (method mEcho) and
+// replay-done markers it sees; each change gets the next transno and none
+// is ever committed, so the client keeps them all.
+type replayServer struct {
+	s      *Server
+	mu     sync.Mutex
+	log    []string
+	next   uint64
+	doneCh chan struct{}
+}
+
+func startReplayServer(t *testing.T, addr string, first uint64) (*replayServer, string) {
+	t.Helper()
+	rs := &replayServer{s: NewServer("replay"), next: first, doneCh: make(chan struct{}, 1)}
+	rs.s.Handle(mEcho, func(ctx context.Context, r *Request) (Reply, error) {
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		c, _ := CallerFrom(ctx)
+		rs.log = append(rs.log, fmt.Sprintf("flags=%d old=%d kept=%v", r.Flags, r.Transno, c.Kept))
+		rs.next++
+		SetTransno(ctx, rs.next)
+		return Reply{Msg: &echoResp{}}, nil
+	})
+	rs.s.Handle(MethodReplayDone, func(ctx context.Context, r *Request) (Reply, error) {
+		rs.mu.Lock()
+		rs.log = append(rs.log, "done")
+		rs.mu.Unlock()
+		rs.doneCh <- struct{}{}
+		return Reply{}, nil
+	})
+	l, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go rs.s.Serve(l)
+	t.Cleanup(func() { rs.s.Close() })
+	return rs, l.Addr().String()
+}
+
+// TestReplayAfterRestart: a Replay client keeps uncommitted changes, and
+// when the server restarts it reconnects by itself (no call of its own),
+// replays them in transno order flagged as replays with their old
+// transnos, then says replay done.
+func TestReplayAfterRestart(t *testing.T) {
+	rs, addr := startReplayServer(t, "127.0.0.1:0", 100)
+	c := NewClient(addr, "t")
+	c.Replay = true
+	defer c.Close()
+	for i := 0; i < 3; i++ {
+		if err := c.Do(context.Background(), &Call{Method: mEcho, Req: &echoReq{N: int64(i)}, Resp: &echoResp{}, Replay: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A read-only call is not kept.
+	if err := c.Do(context.Background(), &Call{Method: mEcho, Req: &echoReq{}, Resp: &echoResp{}}); err != nil {
+		t.Fatal(err)
+	}
+	rs.s.Close()
+	rs2, _ := startReplayServer(t, addr, 500)
+	select {
+	case <-rs2.doneCh:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not come back to replay by itself")
+	}
+	rs2.mu.Lock()
+	got := fmt.Sprint(rs2.log)
+	rs2.mu.Unlock()
+	want := fmt.Sprint([]string{"flags=3 old=101 kept=true", "flags=3 old=102 kept=true", "flags=3 old=103 kept=true", "done"})
+	if got != want {
+		t.Fatalf("after restart the server saw\n %s\nwant\n %s", got, want)
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.log[0] != "flags=1 old=0 kept=true" || rs.log[3] != "flags=0 old=0 kept=false" {
+		t.Fatalf("first start saw %v", rs.log)
+	}
+	if n := c.Replayed.Load(); n != 3 {
+		t.Fatalf("Replayed = %d, want 3", n)
+	}
+}

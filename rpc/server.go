@@ -24,7 +24,12 @@ type Request struct {
 	Bulk   []byte
 	Peer   string
 	Client string // the client's UUID from its hello
+	Name   string // the client's name from its hello, for logs
 	XID    uint64
+	// Flags are the header's request flags (FlagKept, FlagReplay), and
+	// Transno, on a replay, the transno the change had before the restart.
+	Flags   uint8
+	Transno uint64
 }
 
 type callerKey struct{}
@@ -44,6 +49,10 @@ func SetTransno(ctx context.Context, t uint64) {
 type Caller struct {
 	Client string
 	XID    uint64
+	Name   string // the client's name, for logs
+	// Kept: the client keeps the change for replay (FlagKept), so the
+	// server must remember it across restarts.
+	Kept bool
 }
 
 // CallerFrom returns the caller of the request a handler's ctx belongs to.
@@ -166,6 +175,7 @@ type serverConn struct {
 	wmu  sync.Mutex
 	peer string
 	uuid string // from the client's hello
+	name string
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -205,7 +215,8 @@ func (s *Server) serveConn(c net.Conn) {
 			putBody(body)
 			return
 		}
-		req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], Peer: sc.peer, Client: sc.uuid, XID: h.XID}
+		req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], Peer: sc.peer, Client: sc.uuid, Name: sc.name,
+			XID: h.XID, Flags: h.Flags, Transno: h.Transno}
 		s.Stats.request(h.Method, int64(h.BulkLen))
 		sem <- struct{}{}
 		inflight.Add(1)
@@ -239,7 +250,7 @@ func (sc *serverConn) handshake(r *bufio.Reader) error {
 	if err := wire.Unmarshal(msg, &hi); err != nil {
 		return fmt.Errorf("handshake (a client of another protocol version?): %w", err)
 	}
-	sc.uuid = hi.UUID
+	sc.uuid, sc.name = hi.UUID, hi.Name
 	reply := Header{Kind: KindHello}
 	var out []byte
 	if hi.Version != Version {
@@ -260,7 +271,7 @@ func (sc *serverConn) handshake(r *bufio.Reader) error {
 type wireError struct{ Text string }
 
 func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
-	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID})
+	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0})
 	var transno uint64
 	ctx = context.WithValue(ctx, transnoKey{}, &transno)
 	if h.TimeoutMs > 0 {

@@ -10,6 +10,18 @@ import (
 // way Lustre targets export their stats through lctl get_param.
 const MethodStats uint16 = 255
 
+// Methods of client recovery, answered by servers that keep a recovery
+// window (MDTs); others answer ENOSYS, which clients ignore.
+const (
+	// MethodReplayDone ends a client's replay after a server restart: it
+	// has sent every change it kept (possibly none), so the server's
+	// recovery window need not wait for it any longer.
+	MethodReplayDone uint16 = 254
+	// MethodDisconnect is a clean goodbye (unmount): the server forgets
+	// the client, and will not wait for it after its next restart.
+	MethodDisconnect uint16 = 253
+)
+
 // Counter is one named server counter.
 type Counter struct {
 	Name  string

@@ -71,6 +71,8 @@ func mdsCmd() *cobra.Command {
 	f.StringVar(&cfg.MGS, "mgs", "", "MDT0's address (required for MDTs other than 0)")
 	f.StringVar(&cfg.FSName, "fsname", "stripefs", "filesystem name (MDT0, first start)")
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "group commit interval")
+	f.DurationVar(&cfg.ClientWindow, "recovery-window", mds.DefaultClientWindow,
+		fmt.Sprintf("after a restart, how long to wait for the clients this MDT knew to reconnect and replay before serving others and evicting the missing (at most %v)", mds.MaxClientWindow))
 	f.BoolVar(&cfg.RemoteSync, "remote-sync", false, "commit cross-MDT operations synchronously (the old osd_sync behaviour; atomicity does not need it)")
 	return cmd
 }

@@ -63,7 +63,15 @@ type Cluster struct {
 	OSTs  []*Proc
 	Mount *Proc
 	MNT   string // the mount point
+	// Mounts are the extra mounts of MountAt, each its own client.
+	Mounts []*Proc
+	mnts   []string
 }
+
+// TestWindow is the client recovery window test MDTs get unless told
+// otherwise: a restart after a mount died must not stall a test for the
+// default 30s, and a live mount redials within a second.
+const TestWindow = "3s"
 
 var readyRE = regexp.MustCompile(`ready on (\S+)`)
 
@@ -71,10 +79,19 @@ var readyRE = regexp.MustCompile(`ready on (\S+)`)
 // directory; they are stopped when the test ends.
 func Start(t testing.TB, nMDT, nOST int) *Cluster {
 	t.Helper()
+	return StartArgs(t, nMDT, nOST)
+}
+
+// StartArgs is Start with extra flags for every MDT (--commit-interval,
+// --recovery-window…; later flags win over the defaults).
+func StartArgs(t testing.TB, nMDT, nOST int, mdtArgs ...string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t, Bin: Binary(t), Dir: t.TempDir()}
 	t.Cleanup(c.stopAll)
 	for i := 0; i < nMDT; i++ {
-		args := []string{"mds", "--index", fmt.Sprint(i), "--data", filepath.Join(c.Dir, fmt.Sprintf("mdt%d", i)), "--listen", "127.0.0.1:0"}
+		args := []string{"mds", "--index", fmt.Sprint(i), "--data", filepath.Join(c.Dir, fmt.Sprintf("mdt%d", i)), "--listen", "127.0.0.1:0",
+			"--recovery-window", TestWindow}
+		args = append(args, mdtArgs...)
 		if i > 0 {
 			args = append(args, "--mgs", c.MGS)
 		}
@@ -116,6 +133,30 @@ func (c *Cluster) MountWith(flags []string, opts ...string) string {
 	args := append(append([]string{"mount", "--mgs", c.MGS, "-o", o}, flags...), c.MNT)
 	c.Mount = c.start("mount", args, mountedRE)
 	return c.MNT
+}
+
+// MountAt mounts the cluster at a new directory DIR/name with a client
+// of its own (a second node's mount), and returns its process and path.
+func (c *Cluster) MountAt(name string, opts ...string) (*Proc, string) {
+	c.t.Helper()
+	dir := filepath.Join(c.Dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	_ = os.Chmod(c.Dir, 0o755)
+	o := strings.Join(append([]string{"allow_other"}, opts...), ",")
+	p := c.start(name, []string{"mount", "--mgs", c.MGS, "-o", o, dir}, mountedRE)
+	c.Mounts = append(c.Mounts, p)
+	c.mnts = append(c.mnts, dir)
+	return p, dir
+}
+
+// Signal sends sig to p (SIGSTOP and SIGCONT freeze and thaw a client).
+func (c *Cluster) Signal(p *Proc, sig syscall.Signal) {
+	c.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		c.t.Fatalf("signal %v to %s: %v", sig, p.Name, err)
+	}
 }
 
 // Unmount stops the mount process cleanly.
@@ -207,7 +248,7 @@ func (c *Cluster) Restart(p *Proc) {
 	}
 	p.Args = args
 	re := readyRE
-	if p.Name == "mount" {
+	if len(p.Args) > 0 && p.Args[0] == "mount" {
 		re = mountedRE
 	}
 	c.run(p, re)
@@ -224,6 +265,13 @@ func (p *Proc) Running() bool {
 }
 
 func (c *Cluster) stopAll() {
+	for i, p := range c.Mounts {
+		if p.Running() {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT) // a test may have left it stopped
+			c.Stop(p)
+		}
+		_ = exec.Command("fusermount3", "-u", "-z", c.mnts[i]).Run()
+	}
 	if c.Mount != nil && c.Mount.Running() {
 		c.Stop(c.Mount)
 	}
@@ -236,7 +284,7 @@ func (c *Cluster) stopAll() {
 		}
 	}
 	if c.t.Failed() {
-		for _, p := range append(append(append([]*Proc(nil), c.MDTs...), c.OSTs...), c.Mount) {
+		for _, p := range append(append(append(append([]*Proc(nil), c.MDTs...), c.OSTs...), c.Mount), c.Mounts...) {
 			if p != nil {
 				c.t.Logf("--- %s log:\n%s", p.Name, tail(p.Log))
 			}
