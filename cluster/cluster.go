@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/ost"
@@ -33,6 +34,9 @@ type Spec struct {
 	// Unix puts the OSTs on Unix sockets in DataDir: file data then moves
 	// without the TCP stack, for a client on this same host.
 	Unix bool
+	// ClientWindow is the MDTs' recovery window for known clients (zero:
+	// mds.DefaultClientWindow).
+	ClientWindow time.Duration
 }
 
 // Cluster is a running set of servers.
@@ -112,7 +116,8 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 		if i == 0 {
 			c.MGS = l.Addr().String()
 		}
-		m, err := mds.Open(mds.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS, Addr: l.Addr().String()})
+		m, err := mds.Open(mds.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS, Addr: l.Addr().String(),
+			ClientWindow: spec.ClientWindow})
 		if err != nil {
 			l.Close()
 			c.Close()

@@ -79,6 +79,8 @@ func upCmd() *cobra.Command {
 	f.StringVar(&spec.DataDir, "data", "", "data directory for every server")
 	f.BoolVar(&spec.Unix, "unix-osts", true, "serve the OSTs on Unix sockets in the data directory (faster for this host's mount; turn off to mount from other hosts)")
 	f.BoolVar(&shortcut, "shortcut", true, "let the mount and the servers in this process talk over in-process pipes instead of their sockets (other processes still use the sockets)")
+	f.DurationVar(&spec.ClientWindow, "recovery-window", 5*time.Second,
+		"how long restarted MDTs wait for other clients to replay (this process's own mount comes back as a new client, so the window only serves mounts from elsewhere)")
 	f.StringVar(&mnt, "mount", "", "mount point")
 	f.IntVar(&spec.MDTs, "mdts", 2, "number of MDTs (first start only)")
 	f.IntVar(&spec.OSTs, "osts", 4, "number of OSTs (first start only)")
