@@ -178,6 +178,8 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo bool) error {
 				}
 			}
 			b.Delete(direntKey(u.Parent, u.Name), nil)
+		case dtx.SetXattr:
+			b.Set(xattrKey(u.FID, u.Name), u.Inode, nil)
 		case dtx.ParentLink:
 			if skipLink[u.Parent] {
 				continue
@@ -482,7 +484,7 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 	id := m.nextOpID()
 	t := now()
 	child := &inode{Attr: proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid,
-		Atime: t, Mtime: t, Ctime: t}, Parent: dir.Attr.FID, DefLayout: dir.DefLayout, DefDir: dir.DefDir}
+		Atime: t, Mtime: t, Ctime: t}, Parent: dirParentOf(dir), DefLayout: dir.DefLayout, DefDir: dir.DefDir}
 	if dir.Attr.Mode&sISGID != 0 {
 		child.Attr.Gid = dir.Attr.Gid
 		child.Attr.Mode |= sISGID

@@ -37,6 +37,8 @@ const (
 	MScanInodes   // fsck: page through every inode
 	MScanDirents  // fsck: page through every directory entry
 	MFsckFix      // fsck --repair: one repair
+	MReserveFIDs  // FIDs of striped-directory objects, for another MDT's mkdir
+	MStripeFreeze // hold back entries of a striped directory being removed
 )
 
 const (
@@ -73,6 +75,7 @@ var methodNames = map[uint16]string{
 	MStatfs: "statfs", MOpen: "open", MClose: "close", MSync: "sync",
 	MOrphans: "orphans", MDestroyDone: "destroy_done",
 	MTxnApply: "txn_apply", MTxnStatus: "txn_status", MTxnRedo: "txn_redo", MTxnCancel: "txn_cancel", MSetParam: "set_param", MTxnList: "txn_list",
+	MReserveFIDs: "reserve_fids", MStripeFreeze: "stripe_freeze",
 	MScanInodes: "scan_inodes", MScanDirents: "scan_dirents", MFsckFix: "fsck_fix",
 	MQuotaLimits: "quota_limits", MQuotaAcquire: "quota_acquire", MQuotaGet: "quota_get", MOwner: "owner",
 	OWrite: "ost_write", ORead: "ost_read", OPunch: "ost_punch", OGetattr: "ost_getattr",

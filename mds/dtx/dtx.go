@@ -56,6 +56,10 @@ const (
 	InsertDirent = "insert_dirent" // Parent, Name → FID, Mode
 	DeleteDirent = "delete_dirent" // Parent, Name (naming FID)
 	ParentLink   = "parent_link"   // Parent: Nlink += Delta, mtime/ctime = Time
+	// SetXattr stores an extended attribute of FID: Name → Inode (the
+	// bytes, opaque to dtx). A striped directory's layout travels so, in
+	// the same part as the inode it describes.
+	SetXattr = "set_xattr"
 )
 
 // Update is one primitive change on one MDT.
@@ -68,14 +72,15 @@ type Update struct {
 	Mode   uint32
 	Delta  int32
 	Time   int64
-	// Inode is the encoded inode of CreateInode, opaque to dtx.
+	// Inode is the encoded inode of CreateInode, or the value of
+	// SetXattr, opaque to dtx.
 	Inode []byte
 }
 
 // Record describes a whole operation: every participant's updates.
 type Record struct {
 	ID      OpID
-	Op      string // "mkdir", "rmdir": for logs and fsck
+	Op      string // "mkdir", "rmdir", "mkdir_striped", "rmdir_striped": for logs and fsck
 	Started int64  // unix nanoseconds, when the coordinator began it
 	Updates []Update
 }
@@ -120,7 +125,7 @@ func (r *Record) Validate() error {
 	}
 	for _, u := range r.Updates {
 		switch u.Kind {
-		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink:
+		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink, SetXattr:
 		default:
 			return fmt.Errorf("dtx: %s: unknown update %q", r.ID, u.Kind)
 		}
