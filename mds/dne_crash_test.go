@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stripefs/stripefs/fsck"
+	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -122,7 +123,9 @@ func (p *pair) converge() {
 
 // fsck checks the namespace across both MDTs: every entry names an
 // existing inode, every directory but the root is named by exactly one
-// entry (no orphan), and every directory's nlink is 2 + its subdirectories.
+// entry (no orphan) or, a stripe, by its master's layout, every stripe a
+// master lists exists, and every directory's nlink is 2 + its
+// subdirectories.
 func (p *pair) fsck() error {
 	type dirInfo struct {
 		n       *inode
@@ -160,7 +163,11 @@ func (p *pair) fsck() error {
 					return fmt.Errorf("dangling entry %s/%q → %s", parent, name, d.FID)
 				}
 				child.named++
-				if child.n.Parent != parent {
+				want := parent
+				if pd := dirs[parent]; pd != nil {
+					want = dirParentOf(pd.n) // an entry of a stripe names the master as its parent
+				}
+				if child.n.Parent != want {
 					it.Close()
 					return fmt.Errorf("%s is named in %s but its parent says %s", d.FID, parent, child.n.Parent)
 				}
@@ -174,6 +181,25 @@ func (p *pair) fsck() error {
 		}
 		it.Close()
 	}
+	for fid := range dirs {
+		if !fid.IsStripedDir() {
+			continue
+		}
+		l, err := p.mdt[fid.MDT()].getLMV(fid)
+		if err != nil {
+			return fmt.Errorf("striped directory %s: %v", fid, err)
+		}
+		for i, s := range l.Stripes {
+			sd := dirs[s]
+			if sd == nil {
+				return fmt.Errorf("striped directory %s: stripe %d %s is missing", fid, i, s)
+			}
+			if sd.n.Parent != fid {
+				return fmt.Errorf("stripe %s of %s names %s as its master", s, fid, sd.n.Parent)
+			}
+			sd.named++
+		}
+	}
 	for fid, d := range dirs {
 		if fid != proto.RootFID && d.named != 1 {
 			return fmt.Errorf("directory %s is named %d times (orphan if 0)", fid, d.named)
@@ -186,12 +212,34 @@ func (p *pair) fsck() error {
 }
 
 func (p *pair) lookup(parent proto.FID, name string) (proto.FID, error) {
+	parent, err := p.route(parent, name)
+	if err != nil {
+		return proto.FID{}, err
+	}
 	var r proto.AttrReply
-	err := p.call(parent.MDT(), proto.MLookup, &proto.LookupReq{Parent: parent, Name: name}, &r)
+	err = p.call(parent.MDT(), proto.MLookup, &proto.LookupReq{Parent: parent, Name: name}, &r)
 	return r.Attr.FID, err
 }
 
-// TestCrashRecoveryDNE runs random cross-MDT mkdir/rmdir workloads, crashes
+// route is what the client does in a striped directory: the stripe the
+// name hashes to holds it.
+func (p *pair) route(dir proto.FID, name string) (proto.FID, error) {
+	if !dir.IsStripedDir() {
+		return dir, nil
+	}
+	var r proto.XattrReply
+	if err := p.call(dir.MDT(), proto.MGetxattr, &proto.XattrReq{FID: dir, Name: proto.LMVXattr}, &r); err != nil {
+		return proto.FID{}, err
+	}
+	var l proto.LMV
+	if err := wire.Unmarshal(r.Value, &l); err != nil {
+		return proto.FID{}, err
+	}
+	return l.Stripes[layout.DirStripe(name, len(l.Stripes))], nil
+}
+
+// TestCrashRecoveryDNE runs random cross-MDT mkdir/rmdir workloads, with
+// directories striped over both MDTs and subdirectories in them, crashes
 // one or both MDTs at a random point (power loss: unsynced Pebble data is
 // lost), restarts them and checks: no dangling entry, no orphan directory,
 // right nlink, and every operation acknowledged before the last fsync of
@@ -231,17 +279,58 @@ func crashRun(t *testing.T, seed int64) {
 	live := map[key]bool{}      // what the MDTs acknowledged
 	committed := map[key]bool{} // acknowledged before the last fsync of both
 	touched := map[key]bool{}   // names changed since that fsync: either state may survive
+	var striped []proto.FID // striped directories made, live or not
 	nops := 5 + rng.IntN(40)
 	for op := 0; op < nops; op++ {
 		parent := parents[rng.IntN(2)]
 		name := fmt.Sprintf("d%d", rng.IntN(12))
+		r := rng.IntN(14)
+		if r >= 10 && len(striped) > 0 { // a subdirectory of a striped directory, on the stripe its name picks
+			parent, name = striped[rng.IntN(len(striped))], fmt.Sprintf("c%d", rng.IntN(6))
+		}
 		k := key{parent, name}
-		r := rng.IntN(10)
-		if r < 9 {
+		if r != 9 {
 			touched[k] = true
 		}
 		switch {
-		case r < 6:
+		case r == 4 || r == 5 || r == 10 && len(striped) == 0:
+			first := rng.IntN(2)
+			v := fmt.Sprintf("name=%s mdt_index=%d mdt_count=2", name, first)
+			var a proto.AttrReply
+			err := p.call(parent.MDT(), proto.MSetxattr, &proto.XattrReq{FID: parent, Name: MkdirXattr, Value: []byte(v)}, &proto.Empty{})
+			if err == nil {
+				err = p.call(parent.MDT(), proto.MLookup, &proto.LookupReq{Parent: parent, Name: name}, &a)
+			}
+			t.Logf("op %d: mkdir -c 2 -i %d %s/%s: %v", op, first, parent, name, err)
+			if err == nil {
+				live[k] = true
+				striped = append(striped, a.Attr.FID)
+			} else if !errors.Is(err, syscall.EEXIST) {
+				t.Fatalf("op %d mkdir -c 2: %v", op, err)
+			}
+		case r >= 10 && r < 12:
+			holder, err := p.route(parent, name)
+			if err == nil {
+				err = p.call(holder.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: holder, Name: name, Mode: 0o755, MDT: int32(rng.IntN(2))}, &proto.AttrReply{})
+			}
+			t.Logf("op %d: mkdir in striped %s/%s: %v", op, parent, name, err)
+			if err == nil {
+				live[k] = true
+			} else if !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.ENOENT) { // ENOENT: the striped directory is gone
+				t.Fatalf("op %d mkdir in a striped directory: %v", op, err)
+			}
+		case r >= 12:
+			holder, err := p.route(parent, name)
+			if err == nil {
+				err = p.call(holder.MDT(), proto.MUnlink, &proto.UnlinkReq{Parent: holder, Name: name, Dir: true}, &proto.UnlinkReply{})
+			}
+			t.Logf("op %d: rmdir in striped %s/%s: %v", op, parent, name, err)
+			if err == nil {
+				delete(live, k)
+			} else if !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("op %d rmdir in a striped directory: %v", op, err)
+			}
+		case r < 4:
 			target := int32(rng.IntN(2))
 			err := p.call(parent.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: parent, Name: name, Mode: 0o755, MDT: target}, &proto.AttrReply{})
 			t.Logf("op %d: mkdir %s/%s on mdt%d: %v", op, parent, name, target, err)
@@ -255,7 +344,7 @@ func crashRun(t *testing.T, seed int64) {
 			t.Logf("op %d: rmdir %s/%s: %v", op, parent, name, err)
 			if err == nil {
 				delete(live, k)
-			} else if !errors.Is(err, syscall.ENOENT) {
+			} else if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTEMPTY) { // a striped one with subdirectories
 				t.Fatalf("op %d rmdir: %v", op, err)
 			}
 		default:
