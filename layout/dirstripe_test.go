@@ -89,8 +89,8 @@ func TestDirCookie(t *testing.T) {
 		{1, 0, 1},
 		{2, 0, 2},
 		{3, 0, 1<<9 - 1},
-		{1 << 55, 1, 2},     // no entry: the stripe's start
-		{1<<55 + 2, 1, 2},   // likewise
+		{1 << 55, 1, 2},   // no entry: the stripe's start
+		{1<<55 + 2, 1, 2}, // likewise
 		{1<<55 + 4, 1, 1<<10 - 1},
 	}
 	for _, tc := range splits {

@@ -279,7 +279,7 @@ func crashRun(t *testing.T, seed int64) {
 	live := map[key]bool{}      // what the MDTs acknowledged
 	committed := map[key]bool{} // acknowledged before the last fsync of both
 	touched := map[key]bool{}   // names changed since that fsync: either state may survive
-	var striped []proto.FID // striped directories made, live or not
+	var striped []proto.FID     // striped directories made, live or not
 	nops := 5 + rng.IntN(40)
 	for op := 0; op < nops; op++ {
 		parent := parents[rng.IntN(2)]
@@ -458,5 +458,67 @@ func TestFsckRepairs(t *testing.T) {
 	}
 	if err := p.fsck(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFsckStripes: a striped directory with entries on both stripes is
+// clean to fsck (its stripes are named by its layout, not by entries);
+// losing a stripe is reported as such.
+func TestFsckStripes(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("fsckstripes-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	v := []byte("name=s mdt_index=1 mdt_count=2")
+	if err := p.call(0, proto.MSetxattr, &proto.XattrReq{FID: proto.RootFID, Name: MkdirXattr, Value: v}, &proto.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.lookup(proto.RootFID, "s")
+	if err != nil || !s.IsStripedDir() || s.MDT() != 1 {
+		t.Fatalf("striped directory %s: %v", s, err)
+	}
+	for i := 0; i < 8; i++ {
+		name := fmt.Sprint("sub", i)
+		holder, err := p.route(s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.call(holder.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: holder, Name: name, Mode: 0o755, MDT: -1}, &proto.AttrReply{}); err != nil {
+			t.Fatal(err)
+		}
+		// The wrong stripe refuses the name: only a confused client sends it there.
+		l, _ := p.mdt[1].getLMV(s)
+		other := l.Stripes[1-layout.DirStripe(name, 2)]
+		if err := p.call(other.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: other, Name: name, Mode: 0o755, MDT: -1}, &proto.AttrReply{}); !errors.Is(err, syscall.EREMCHG) {
+			t.Fatalf("mkdir %q on the wrong stripe: %v", name, err)
+		}
+	}
+	if err := p.call(0, proto.MUnlink, &proto.UnlinkReq{Parent: proto.RootFID, Name: "s", Dir: true}, &proto.UnlinkReply{}); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir of a striped directory with subdirectories: %v", err)
+	}
+	ctx := context.Background()
+	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("fsck of a sound striped directory: %v %v", err, rep.Findings)
+	}
+	if err := p.fsck(); err != nil {
+		t.Fatal(err)
+	}
+	// Lose stripe 1 (on mdt0) behind the MDTs' backs.
+	l, _ := p.mdt[1].getLMV(s)
+	b := p.mdt[0].db.NewBatch()
+	p.mdt[0].deleteInode(b, l.Stripes[1])
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := fsck.Run(ctx, p.addr(0), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for _, f := range rep.Findings {
+		if f.Kind == fsck.MissingStripe && f.FID == l.Stripes[1] && f.Parent == s {
+			missing++
+		}
+	}
+	if missing != 1 {
+		t.Fatalf("a lost stripe gave findings %v", rep.Findings)
 	}
 }

@@ -87,7 +87,7 @@ type MDT struct {
 	frozen  map[proto.FID]time.Time // stripes held empty for a striped rmdir, until; guarded by mu
 	poolMu  sync.Mutex
 	fidPool map[poolKey][]proto.FID // reserved FIDs of striped objects, by MDT
-	ctr        struct {
+	ctr     struct {
 		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends atomic.Int64
 	}
 

@@ -248,6 +248,11 @@ func (m *MDT) freezeLocked(fids []proto.FID, freeze bool) error {
 		return nil
 	}
 	t := time.Now()
+	for f, until := range m.frozen { // leases a crashed coordinator left
+		if !t.Before(until) {
+			delete(m.frozen, f)
+		}
+	}
 	for _, f := range fids {
 		if until, ok := m.frozen[f]; ok && t.Before(until) {
 			return m.errorf("rmdir", f.String(), syscall.EBUSY)
