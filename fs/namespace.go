@@ -48,10 +48,14 @@ func (c *Client) Parent(ctx context.Context, dir proto.FID) (*proto.Attr, error)
 func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error) {
 	var r proto.AttrReply
 	stamp := c.attrStamp()
-	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
-		return nil, err
+	if fid.IsStripedDir() {
+		a, err := c.getattrStriped(ctx, fid)
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
 	}
-	if err := c.mergeStripes(ctx, &r.Attr); err != nil {
+	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
 		return nil, err
 	}
 	c.overlay(&r.Attr, stamp)

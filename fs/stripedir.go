@@ -82,6 +82,26 @@ func (c *Client) stripeAttrs(ctx context.Context, l *proto.LMV) ([]proto.Attr, e
 	return out, g.Wait()
 }
 
+// getattrStriped reads a striped directory's master and stripes at once
+// (one round trip, not two: the kernel asks for a directory's attributes
+// after every change in it) and merges them.
+func (c *Client) getattrStriped(ctx context.Context, fid proto.FID) (*proto.Attr, error) {
+	l, err := c.lmv(ctx, fid)
+	if err != nil {
+		return nil, err
+	}
+	var master proto.AttrReply
+	var stripes []proto.Attr
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.mdtCall(gctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &master) })
+	g.Go(func() (err error) { stripes, err = c.stripeAttrs(gctx, l); return err })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	merge(&master.Attr, stripes)
+	return &master.Attr, nil
+}
+
 // mergeStripes completes a striped directory's master attributes from its
 // stripes, as Lustre's client does: the link count is 2 plus every
 // stripe's subdirectories, the size the sum of the stripes', and mtime
@@ -98,14 +118,18 @@ func (c *Client) mergeStripes(ctx context.Context, a *proto.Attr) error {
 	if err != nil {
 		return err
 	}
+	merge(a, sa)
+	return nil
+}
+
+func merge(a *proto.Attr, stripes []proto.Attr) {
 	a.Nlink, a.Size = 2, 0
-	for _, s := range sa {
+	for _, s := range stripes {
 		a.Nlink += max(s.Nlink, 2) - 2
 		a.Size += s.Size
 		a.Mtime = max(a.Mtime, s.Mtime)
 		a.Ctime = max(a.Ctime, s.Ctime)
 	}
-	return nil
 }
 
 // readdirStriped reads a striped directory stripe after stripe; cookies
