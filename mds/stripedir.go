@@ -41,8 +41,12 @@ import (
 // the transaction cannot fail half-way on a stripe that is not empty.
 
 const (
-	fidBlock    = 32               // FIDs reserved per request
-	freezeLease = 30 * time.Second // a frozen stripe thaws by itself after this (coordinator crash)
+	fidBlock = 32 // FIDs reserved per request
+	// freezeLease is how long a stripe stays frozen unless thawed: longer
+	// than a coordinator keeps resending a part to an absent participant
+	// (30 s), so a stripe whose removal has begun elsewhere takes no entry
+	// before its part is applied or rolled forward.
+	freezeLease = 2 * time.Minute
 )
 
 var (
@@ -373,16 +377,17 @@ func (m *MDT) stripedRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (
 	}
 	slices.Sort(mdts)
 	var frozen []uint32
-	defer func() {
-		// Thaw with a context of its own: the request's may be over.
+	thaw := func() {
+		// With a context of its own: the request's may be over.
 		tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		for _, k := range frozen {
 			_ = m.freezeOn(tctx, k, byMDT[k], false)
 		}
-	}()
+	}
 	for _, k := range mdts {
 		if err := m.freezeOn(ctx, k, byMDT[k], true); err != nil {
+			thaw() // nothing was applied anywhere
 			if errors.Is(err, syscall.ENOTEMPTY) {
 				return nil, m.errorf("rmdir", r.Name, syscall.ENOTEMPTY)
 			}
@@ -401,8 +406,11 @@ func (m *MDT) stripedRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (
 		dtx.Update{Kind: dtx.DeleteDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: d.FID},
 		dtx.Update{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: -1, Time: t})
 	if _, err := m.runTxn(ctx, rec, ""); err != nil {
+		// Some parts may be applied, to be rolled forward on the others:
+		// those stay frozen until then (or the lease ends).
 		return nil, err
 	}
+	thaw()
 	return &proto.UnlinkReply{Attr: proto.Attr{FID: d.FID, Mode: sIFDIR}}, nil
 }
 
