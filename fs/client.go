@@ -88,6 +88,9 @@ type Client struct {
 	Stats    *rpc.Stats
 	counters counters
 	ec       ecState
+
+	lmvMu sync.Mutex
+	lmvs  map[proto.FID]*proto.LMV // layouts of striped directories (stripedir.go)
 }
 
 // Connect reads the cluster map from the MGS and returns a client.

@@ -18,10 +18,14 @@ type Caller = proto.Caller
 func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto.Attr, error) {
 	var r proto.AttrReply
 	stamp := c.attrStamp()
-	if err := c.mdtCall(ctx, dir, proto.MLookup, &proto.LookupReq{Parent: dir, Name: name}, &r); err != nil {
+	holder, err := c.route(ctx, dir, name)
+	if err != nil {
 		return nil, err
 	}
-	if r.Remote { // a directory on another MDT: it has the attributes
+	if err := c.mdtCall(ctx, holder, proto.MLookup, &proto.LookupReq{Parent: holder, Name: name}, &r); err != nil {
+		return nil, err
+	}
+	if r.Remote || r.Attr.FID.IsStripedDir() { // another MDT, or stripes, have the attributes
 		return c.Getattr(ctx, r.Attr.FID)
 	}
 	c.overlay(&r.Attr, stamp)
@@ -44,6 +48,13 @@ func (c *Client) Parent(ctx context.Context, dir proto.FID) (*proto.Attr, error)
 func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error) {
 	var r proto.AttrReply
 	stamp := c.attrStamp()
+	if fid.IsStripedDir() {
+		a, err := c.getattrStriped(ctx, fid)
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
 	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
 		return nil, err
 	}
@@ -115,6 +126,23 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	if st != nil {
 		c.sizeReported(st)
 	}
+	if req.FID.IsStripedDir() {
+		// Times set on purpose (touch -d, tar) reach the stripes too, or
+		// the latest stripe's would show through mergeStripes.
+		const times = proto.SetAtime | proto.SetMtime | proto.SetAtimeNow | proto.SetMtimeNow
+		if req.Valid&times != 0 {
+			err := c.eachStripe(ctx, req.FID, func(ctx context.Context, s proto.FID) error {
+				sr := proto.SetattrReq{FID: s, Valid: req.Valid & times, Atime: req.Atime, Mtime: req.Mtime}
+				return c.mdtCall(ctx, s, proto.MSetattr, &sr, &proto.AttrReply{})
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := c.mergeStripes(ctx, &r.Attr); err != nil {
+			return nil, err
+		}
+	}
 	return &r.Attr, nil
 }
 
@@ -149,6 +177,10 @@ func (c *Client) punch(ctx context.Context, a *proto.Attr, size uint64) error {
 // Create makes a file (or a device, FIFO or socket) named name in dir.
 // With open set the new file is opened in the same RPC and returned.
 func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, rdev uint32, who Caller, excl bool, open bool, flags int) (*proto.Attr, *File, error) {
+	dir, err := c.route(ctx, dir, name)
+	if err != nil {
+		return nil, nil, err
+	}
 	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Caller: who, Excl: excl, Open: open}
 	var r proto.AttrReply
 	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
@@ -163,7 +195,11 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 // Mkdir makes a directory.
 func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uint32, who Caller) (*proto.Attr, error) {
 	var r proto.AttrReply
-	err := c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who, MDT: -1}, &r)
+	dir, err := c.route(ctx, dir, name)
+	if err != nil {
+		return nil, err
+	}
+	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who, MDT: -1}, &r)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +209,11 @@ func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uin
 // Symlink makes a symbolic link to target.
 func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string, who Caller) (*proto.Attr, error) {
 	var r proto.AttrReply
-	err := c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target, Caller: who}, &r)
+	dir, err := c.route(ctx, dir, name)
+	if err != nil {
+		return nil, err
+	}
+	err = c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target, Caller: who}, &r)
 	if err != nil {
 		return nil, err
 	}
@@ -201,6 +241,10 @@ func (c *Client) Rmdir(ctx context.Context, dir proto.FID, name string) error {
 
 func (c *Client) remove(ctx context.Context, dir proto.FID, name string, isDir bool) error {
 	var r proto.UnlinkReply
+	dir, err := c.route(ctx, dir, name)
+	if err != nil {
+		return err
+	}
 	if err := c.mdtCall(ctx, dir, proto.MUnlink, &proto.UnlinkReq{Parent: dir, Name: name, Dir: isDir}, &r); err != nil {
 		return err
 	}
@@ -228,9 +272,19 @@ func (c *Client) destroyObjects(a proto.Attr) {
 
 // Rename moves an entry, with renameat2's flags. Across MDTs it is a
 // distributed operation on the servers; only RENAME_EXCHANGE across MDTs
-// gives EXDEV.
+// gives EXDEV. In striped directories the two names' stripes take the
+// place of the directories: two names of one striped directory whose
+// stripes live on different MDTs are a rename across MDTs, like two
+// directories'.
 func (c *Client) Rename(ctx context.Context, srcDir proto.FID, srcName string, dstDir proto.FID, dstName string, flags uint32) error {
-	// The source directory's MDT coordinates, wherever the rest lives.
+	srcDir, err := c.route(ctx, srcDir, srcName)
+	if err != nil {
+		return err
+	}
+	if dstDir, err = c.route(ctx, dstDir, dstName); err != nil {
+		return err
+	}
+	// The source stripe's (or directory's) MDT coordinates.
 	req := &proto.RenameReq{SrcParent: srcDir, SrcName: srcName, DstParent: dstDir, DstName: dstName, Flags: flags}
 	var r proto.RenameReply
 	if err := c.mdtCall(ctx, srcDir, proto.MRename, req, &r); err != nil {
@@ -244,6 +298,10 @@ func (c *Client) Rename(ctx context.Context, srcDir proto.FID, srcName string, d
 
 // Link adds a hard link to fid.
 func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*proto.Attr, error) {
+	dir, err := c.route(ctx, dir, name)
+	if err != nil {
+		return nil, err
+	}
 	var r proto.AttrReply
 	stamp := c.attrStamp()
 	// dir's MDT coordinates; the inode may live on another (a remote entry).
@@ -261,6 +319,34 @@ func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*pr
 // start), and whether the directory ends there. Cookies stay valid while
 // entries come and go.
 func (c *Client) Readdir(ctx context.Context, dir proto.FID, cookie uint64, max int, plus bool) ([]proto.DirEnt, bool, error) {
+	l, err := c.lmv(ctx, dir)
+	if err != nil {
+		return nil, false, err
+	}
+	var ents []proto.DirEnt
+	var eof bool
+	if l != nil {
+		ents, eof, err = c.readdirStriped(ctx, l, cookie, max, plus)
+	} else {
+		ents, eof, err = c.readdirOne(ctx, dir, cookie, max, plus)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if plus {
+		for i := range ents {
+			if e := &ents[i]; e.Name != "." && e.Name != ".." && e.Attr.FID.IsStripedDir() {
+				if err := c.mergeStripes(ctx, &e.Attr); err != nil {
+					return nil, false, err
+				}
+			}
+		}
+	}
+	return ents, eof, nil
+}
+
+// readdirOne reads one directory object: a plain directory or a stripe.
+func (c *Client) readdirOne(ctx context.Context, dir proto.FID, cookie uint64, max int, plus bool) ([]proto.DirEnt, bool, error) {
 	var r proto.ReaddirReply
 	req := &proto.ReaddirReq{FID: dir, Cookie: cookie, Max: uint32(max), Plus: plus}
 	stamp := c.attrStamp()
@@ -298,6 +384,23 @@ func (c *Client) Getxattr(ctx context.Context, fid proto.FID, name string) ([]by
 // Setting LayoutXattr on a file this client has open re-reads the layout,
 // and is refused once the handle has written data the MDT has not seen.
 func (c *Client) Setxattr(ctx context.Context, fid proto.FID, name string, value []byte, flags uint32) error {
+	if fid.IsStripedDir() {
+		if name == mkdirXattr { // lfs mkdir -i/-c in a striped directory: where the name goes
+			holder, err := c.route(ctx, fid, mkdirXattrName(value))
+			if err != nil {
+				return err
+			}
+			return c.mdtCall(ctx, holder, proto.MSetxattr, &proto.XattrReq{FID: holder, Name: name, Value: value, Flags: flags}, &proto.Empty{})
+		}
+		if stripedXattr(name) {
+			err := c.eachStripe(ctx, fid, func(ctx context.Context, s proto.FID) error {
+				return c.mdtCall(ctx, s, proto.MSetxattr, &proto.XattrReq{FID: s, Name: name, Value: value, Flags: flags}, &proto.Empty{})
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
 	st := c.openState(fid)
 	if name == proto.LayoutXattr && st != nil {
 		st.mu.Lock()
@@ -330,6 +433,18 @@ func (c *Client) Listxattr(ctx context.Context, fid proto.FID) ([]string, error)
 
 // Removexattr removes an extended attribute.
 func (c *Client) Removexattr(ctx context.Context, fid proto.FID, name string) error {
+	if fid.IsStripedDir() && stripedXattr(name) {
+		err := c.eachStripe(ctx, fid, func(ctx context.Context, s proto.FID) error {
+			err := c.mdtCall(ctx, s, proto.MRemovexattr, &proto.XattrReq{FID: s, Name: name}, &proto.Empty{})
+			if Errno(err) == syscall.ENODATA {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
 	return c.mdtCall(ctx, fid, proto.MRemovexattr, &proto.XattrReq{FID: fid, Name: name}, &proto.Empty{})
 }
 

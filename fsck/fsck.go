@@ -21,11 +21,15 @@ type View struct {
 
 // Kinds of finding.
 const (
-	Dangling     = "dangling_entry" // an entry names an inode that does not exist
-	Orphan       = "orphan_inode"   // an inode no entry names (and nobody has open)
-	WrongNlink   = "wrong_nlink"
-	OrphanObj    = "orphan_object" // an OST object no file's layout holds
-	lostAndFound = "lost+found"
+	Dangling   = "dangling_entry" // an entry names an inode that does not exist
+	Orphan     = "orphan_inode"   // an inode no entry names (and nobody has open)
+	WrongNlink = "wrong_nlink"
+	OrphanObj  = "orphan_object" // an OST object no file's layout holds
+	// MissingStripe: a striped directory's master lists a stripe that does
+	// not exist (FID; Parent is the master), or has no layout at all (FID
+	// is the master). The entries that stripe held are lost with it.
+	MissingStripe = "missing_stripe"
+	lostAndFound  = "lost+found"
 )
 
 // Finding is one problem.
@@ -51,6 +55,11 @@ func (f Finding) String() string {
 		return fmt.Sprintf("inode %s has nlink %d, entries say %d", f.FID, f.Have, f.Want)
 	case OrphanObj:
 		return fmt.Sprintf("orphan object %s on ost%d", f.Obj, f.OST)
+	case MissingStripe:
+		if f.Parent.IsZero() {
+			return fmt.Sprintf("striped directory %s has no layout", f.FID)
+		}
+		return fmt.Sprintf("stripe %s of striped directory %s is missing", f.FID, f.Parent)
 	}
 	return f.Kind
 }
@@ -82,6 +91,19 @@ func Check(v *View) []Finding {
 	for _, f := range fids {
 		n := inodes[f]
 		isDir := n.Attr.Mode&0o170000 == 0o040000
+		if f.IsStripedDir() {
+			if len(n.Stripes) == 0 {
+				out = append(out, Finding{Kind: MissingStripe, FID: f, Mode: n.Attr.Mode})
+			}
+			for _, s := range n.Stripes {
+				if _, ok := inodes[s]; !ok {
+					out = append(out, Finding{Kind: MissingStripe, FID: s, Parent: f, Mode: n.Attr.Mode})
+				}
+			}
+		}
+		if f.IsDirStripe() && stripeOf(inodes, n) {
+			named[f]++ // a stripe is named by its master's layout, not by an entry
+		}
 		if f != proto.RootFID && named[f] == 0 && !n.Open {
 			out = append(out, Finding{Kind: Orphan, FID: f, Mode: n.Attr.Mode, Parent: n.Parent})
 			continue
@@ -116,4 +138,11 @@ func Check(v *View) []Finding {
 func less(a, b proto.FID) bool {
 	ka, kb := a.Key(), b.Key()
 	return string(ka[:]) < string(kb[:])
+}
+
+// stripeOf reports whether stripe n is one its master lists.
+func stripeOf(inodes map[proto.FID]*proto.ScanInode, n *proto.ScanInode) bool {
+	m := inodes[n.Master]
+	i := int(n.StripeIndex)
+	return m != nil && i >= 0 && i < len(m.Stripes) && m.Stripes[i] == n.Attr.FID
 }

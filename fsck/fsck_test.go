@@ -83,3 +83,58 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckStriped: a striped directory's stripes are named by its
+// master's layout, not by entries, and count their own subdirectories; a
+// stripe the master lists that does not exist is reported.
+func TestCheckStriped(t *testing.T) {
+	root := proto.RootFID
+	master := proto.FID{Seq: proto.MDTSeq(1, proto.StripedSeqLocal), Oid: 1}
+	s0 := proto.FID{Seq: proto.MDTSeq(1, proto.StripeSeqLocal), Oid: 1}
+	s1 := proto.FID{Seq: proto.MDTSeq(0, proto.StripeSeqLocal), Oid: 1}
+	stripe := func(f proto.FID, i int32, nlink uint32) proto.ScanInode {
+		n := dir(f, master, nlink)
+		n.Master, n.StripeIndex = master, i
+		return n
+	}
+	good := func() *View {
+		m := dir(master, root, 2)
+		m.Master, m.StripeIndex, m.Stripes = master, -1, []proto.FID{s0, s1}
+		return &View{
+			Inodes: []proto.ScanInode{dir(root, root, 3), m, stripe(s0, 0, 3), stripe(s1, 1, 2),
+				dir(fid(1), master, 2), file(fid(2), 1)},
+			Dirents: []proto.ScanDirent{ent(root, "striped", master, 0o040000),
+				ent(s0, "sub", fid(1), 0o040000), ent(s1, "f", fid(2), 0o100000)},
+		}
+	}
+	tests := []struct {
+		name   string
+		break_ func(v *View)
+		kinds  []string
+	}{
+		{"consistent", func(v *View) {}, nil},
+		{"stripe lost", func(v *View) { v.Inodes = append(v.Inodes[:3], v.Inodes[4:]...) }, []string{MissingStripe}},
+		{"master without layout", func(v *View) { v.Inodes[1].Stripes = nil }, []string{Orphan, Orphan, MissingStripe}},
+		{"stripe of another master", func(v *View) { v.Inodes[3].StripeIndex = 0 }, []string{Orphan}},
+		{"stripe nlink off", func(v *View) { v.Inodes[2].Attr.Nlink = 2 }, []string{WrongNlink}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := good()
+			tc.break_(v)
+			got := Check(v)
+			var kinds []string
+			for _, f := range got {
+				kinds = append(kinds, f.Kind)
+			}
+			if len(kinds) != len(tc.kinds) {
+				t.Fatalf("findings %v, want kinds %v", got, tc.kinds)
+			}
+			for i := range kinds {
+				if kinds[i] != tc.kinds[i] {
+					t.Fatalf("findings %v, want kinds %v", got, tc.kinds)
+				}
+			}
+		})
+	}
+}

@@ -168,6 +168,8 @@ func applyRepairs(ctx context.Context, cfg *proto.Config, found []Finding) (int,
 	for _, f := range found {
 		var err error
 		switch f.Kind {
+		case MissingStripe:
+			continue // reported only: what the stripe held is gone, nothing can bring it back
 		case Dangling:
 			err = fix(f.Parent.MDT(), &proto.FsckFixReq{Action: proto.FixDropDirent, Parent: f.Parent, Name: f.Name})
 		case WrongNlink:

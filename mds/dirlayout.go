@@ -19,7 +19,7 @@ import (
 //     creates NAME on MDT N (lfs mkdir -i). Like Lustre's default, this is
 //     an administrator's tool: the directory is owned by root.
 const (
-	DirDefaultXattr = "lustre.lmv.default"
+	DirDefaultXattr = proto.DirDefaultXattr
 	DirXattr        = "lustre.lmv"
 	MkdirXattr      = "stripefs.mkdir"
 )
@@ -81,9 +81,10 @@ func (m *MDT) setDirDefault(ctx context.Context, n *inode, value string) error {
 			}
 			d.Index = int32(x)
 		case "mdt_count":
-			if x != 1 {
-				return fmt.Errorf("mdt%d: setdirstripe: striped directories (count %d) are not supported yet: %w", m.cfg.Index, x, syscall.EOPNOTSUPP)
+			if n := m.numMDTs(context.Background()); x < 1 || x > n {
+				return fmt.Errorf("mdt%d: setdirstripe -D: stripe count %d, but there are %d MDTs: %w", m.cfg.Index, x, n, syscall.EINVAL)
 			}
+			d.Count = uint32(x)
 		default:
 			return fmt.Errorf("mdt%d: setdirstripe: unknown key %q: %w", m.cfg.Index, k, syscall.EINVAL)
 		}
@@ -99,7 +100,9 @@ func (d DirLayout) String() string {
 	return fmt.Sprintf("mdt_index=%d mdt_count=%d", d.Index, max(d.Count, 1))
 }
 
-// mkdirXattr creates a subdirectory on a chosen MDT (lfs mkdir -i).
+// mkdirXattr creates a subdirectory on a chosen MDT (lfs mkdir -i), or
+// striped over mdt_count MDTs from there (lfs mkdir -c; mdt_index=-1
+// follows the parent's default, else its own MDT).
 func (m *MDT) mkdirXattr(ctx context.Context, parent proto.FID, value string) error {
 	kv, err := parseKV(value)
 	if err != nil {
@@ -115,6 +118,15 @@ func (m *MDT) mkdirXattr(ctx context.Context, parent proto.FID, value string) er
 			return fmt.Errorf("mdt%d: mkdir: mode %q: %w", m.cfg.Index, v, syscall.EINVAL)
 		}
 	}
-	_, err = m.mkdir(ctx, &proto.MkdirReq{Parent: parent, Name: kv["name"], Mode: uint32(mode), MDT: int32(idx)})
+	count := 1
+	if v, ok := kv["mdt_count"]; ok {
+		if count, err = strconv.Atoi(v); err != nil || count < 1 || count > m.numMDTs(ctx) {
+			return fmt.Errorf("mdt%d: mkdir: stripe count %q, but there are %d MDTs: %w", m.cfg.Index, v, m.numMDTs(ctx), syscall.EINVAL)
+		}
+	}
+	if idx < -1 || idx >= m.numMDTs(ctx) {
+		return fmt.Errorf("mdt%d: mkdir: no mdt%d (there are %d): %w", m.cfg.Index, idx, m.numMDTs(ctx), syscall.EINVAL)
+	}
+	_, err = m.mkdirStriped(ctx, &proto.MkdirReq{Parent: parent, Name: kv["name"], Mode: uint32(mode), MDT: int32(idx)}, count)
 	return err
 }

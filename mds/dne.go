@@ -285,6 +285,8 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool) (*p
 				}
 			}
 			p.setDirent(u.Parent, u.Name, nil)
+		case dtx.SetXattr:
+			b.Set(xattrKey(u.FID, u.Name), u.Inode, nil)
 		case dtx.ParentLink:
 			if u.FID.IsZero() && skipLink[u.Parent] || !u.FID.IsZero() && skipEntry[entry{u.Parent, u.FID, u.Name}] {
 				continue
@@ -392,6 +394,15 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 		// cancel) overtook: applying it again could bring back an inode
 		// removed since.
 		return &proto.TxnApplyReply{RecordBytes: encode(rec)}, nil
+	}
+	for _, u := range rec.Part(uint32(m.cfg.Index)) {
+		// A name put into a directory here (a rename or link from another
+		// MDT) must be in the stripe it hashes to, as for a local create.
+		if u.Kind == dtx.InsertDirent {
+			if err := m.checkStripeName(rec.Op, u.Parent, u.Name); err != nil {
+				return nil, err
+			}
+		}
 	}
 	reply := &proto.TxnApplyReply{}
 	b := m.db.NewBatch()
@@ -723,7 +734,7 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 // MDT; its FID is the participant's to fill in, or a granted one.
 func newRemoteDir(r *proto.MkdirReq, dir *inode, t int64) *inode {
 	child := &inode{Attr: proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid,
-		Atime: t, Mtime: t, Ctime: t}, Parent: dir.Attr.FID, DefLayout: dir.DefLayout, DefDir: dir.DefDir}
+		Atime: t, Mtime: t, Ctime: t}, Parent: dirParentOf(dir), DefLayout: dir.DefLayout, DefDir: dir.DefDir}
 	if dir.Attr.Mode&sISGID != 0 {
 		child.Attr.Gid = dir.Attr.Gid
 		child.Attr.Mode |= sISGID

@@ -18,6 +18,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stripefs/stripefs/fsck"
+	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -166,7 +167,11 @@ func (p *pair) fsck() error {
 					return fmt.Errorf("dangling entry %s/%q → %s", parent, name, d.FID)
 				}
 				child.named++
-				if child.n.Parent != parent {
+				want := parent
+				if pd := dirs[parent]; pd != nil {
+					want = dirParentOf(pd.n) // an entry of a stripe names the master as its parent
+				}
+				if child.n.Parent != want {
 					it.Close()
 					return fmt.Errorf("%s is named in %s but its parent says %s", d.FID, parent, child.n.Parent)
 				}
@@ -181,6 +186,25 @@ func (p *pair) fsck() error {
 			}
 		}
 		it.Close()
+	}
+	for fid := range dirs {
+		if !fid.IsStripedDir() {
+			continue
+		}
+		l, err := p.mdt[fid.MDT()].getLMV(fid)
+		if err != nil {
+			return fmt.Errorf("striped directory %s: %v", fid, err)
+		}
+		for i, s := range l.Stripes {
+			sd := dirs[s]
+			if sd == nil {
+				return fmt.Errorf("striped directory %s: stripe %d %s is missing", fid, i, s)
+			}
+			if sd.n.Parent != fid {
+				return fmt.Errorf("stripe %s of %s names %s as its master", s, fid, sd.n.Parent)
+			}
+			sd.named++
+		}
 	}
 	// Files: every one named (nobody has one open here) as often as its
 	// nlink says, wherever its names live.
@@ -201,9 +225,30 @@ func (p *pair) fsck() error {
 }
 
 func (p *pair) lookup(parent proto.FID, name string) (proto.FID, error) {
+	parent, err := p.route(parent, name)
+	if err != nil {
+		return proto.FID{}, err
+	}
 	var r proto.AttrReply
-	err := p.call(parent.MDT(), proto.MLookup, &proto.LookupReq{Parent: parent, Name: name}, &r)
+	err = p.call(parent.MDT(), proto.MLookup, &proto.LookupReq{Parent: parent, Name: name}, &r)
 	return r.Attr.FID, err
+}
+
+// route is what the client does in a striped directory: the stripe the
+// name hashes to holds it.
+func (p *pair) route(dir proto.FID, name string) (proto.FID, error) {
+	if !dir.IsStripedDir() {
+		return dir, nil
+	}
+	var r proto.XattrReply
+	if err := p.call(dir.MDT(), proto.MGetxattr, &proto.XattrReq{FID: dir, Name: proto.LMVXattr}, &r); err != nil {
+		return proto.FID{}, err
+	}
+	var l proto.LMV
+	if err := wire.Unmarshal(r.Value, &l); err != nil {
+		return proto.FID{}, err
+	}
+	return l.Stripes[layout.DirStripe(name, len(l.Stripes))], nil
 }
 
 // TestCrashRecoveryDNE runs random cross-MDT workloads (mkdir, rmdir,
@@ -366,6 +411,152 @@ func crashRun(t *testing.T, seed int64) {
 	}
 }
 
+// TestCrashRecoveryStriped runs random cross-MDT mkdir/rmdir workloads
+// with directories striped over both MDTs and subdirectories in them, crashes
+// one or both MDTs at a random point (power loss: unsynced Pebble data is
+// lost), restarts them and checks: no dangling entry, no orphan directory,
+// right nlink, and every operation acknowledged before the last fsync of
+// both MDTs is still there. Seeds: STRIPEFS_CRASH_SEEDS (default 60).
+func TestCrashRecoveryStriped(t *testing.T) {
+	seeds := 60
+	if s, err := strconv.Atoi(os.Getenv("STRIPEFS_CRASH_SEEDS")); err == nil {
+		seeds = s
+	}
+	if testing.Short() {
+		seeds = 20
+	}
+	for seed := 1; seed <= seeds; seed++ {
+		if !t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashRunStriped(t, int64(seed)) }) {
+			t.Fatalf("failed at seed %d (rerun: -run TestCrashRecoveryStriped/seed%d)", seed, seed)
+		}
+	}
+}
+
+func crashRunStriped(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	p := newPair(t, fmt.Sprintf("crash%d-%d", seed, time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	// The parent of everything: root on mdt0 and a directory on mdt1.
+	var a proto.AttrReply
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "on1", Mode: 0o755, MDT: 1}, &a); err != nil {
+		t.Fatal(err)
+	}
+	parents := []proto.FID{proto.RootFID, a.Attr.FID}
+	p.call(0, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+	p.call(1, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+
+	type key struct {
+		parent proto.FID
+		name   string
+	}
+	live := map[key]bool{}      // what the MDTs acknowledged
+	committed := map[key]bool{} // acknowledged before the last fsync of both
+	touched := map[key]bool{}   // names changed since that fsync: either state may survive
+	var striped []proto.FID     // striped directories made, live or not
+	nops := 5 + rng.IntN(40)
+	for op := 0; op < nops; op++ {
+		parent := parents[rng.IntN(2)]
+		name := fmt.Sprintf("d%d", rng.IntN(12))
+		r := rng.IntN(14)
+		if r >= 10 && len(striped) > 0 { // a subdirectory of a striped directory, on the stripe its name picks
+			parent, name = striped[rng.IntN(len(striped))], fmt.Sprintf("c%d", rng.IntN(6))
+		}
+		k := key{parent, name}
+		if r != 9 {
+			touched[k] = true
+		}
+		switch {
+		case r == 4 || r == 5 || r == 10 && len(striped) == 0:
+			first := rng.IntN(2)
+			v := fmt.Sprintf("name=%s mdt_index=%d mdt_count=2", name, first)
+			var a proto.AttrReply
+			err := p.call(parent.MDT(), proto.MSetxattr, &proto.XattrReq{FID: parent, Name: MkdirXattr, Value: []byte(v)}, &proto.Empty{})
+			if err == nil {
+				err = p.call(parent.MDT(), proto.MLookup, &proto.LookupReq{Parent: parent, Name: name}, &a)
+			}
+			t.Logf("op %d: mkdir -c 2 -i %d %s/%s: %v", op, first, parent, name, err)
+			if err == nil {
+				live[k] = true
+				striped = append(striped, a.Attr.FID)
+			} else if !errors.Is(err, syscall.EEXIST) {
+				t.Fatalf("op %d mkdir -c 2: %v", op, err)
+			}
+		case r >= 10 && r < 12:
+			holder, err := p.route(parent, name)
+			if err == nil {
+				err = p.call(holder.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: holder, Name: name, Mode: 0o755, MDT: int32(rng.IntN(2))}, &proto.AttrReply{})
+			}
+			t.Logf("op %d: mkdir in striped %s/%s: %v", op, parent, name, err)
+			if err == nil {
+				live[k] = true
+			} else if !errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.ENOENT) { // ENOENT: the striped directory is gone
+				t.Fatalf("op %d mkdir in a striped directory: %v", op, err)
+			}
+		case r >= 12:
+			holder, err := p.route(parent, name)
+			if err == nil {
+				err = p.call(holder.MDT(), proto.MUnlink, &proto.UnlinkReq{Parent: holder, Name: name, Dir: true}, &proto.UnlinkReply{})
+			}
+			t.Logf("op %d: rmdir in striped %s/%s: %v", op, parent, name, err)
+			if err == nil {
+				delete(live, k)
+			} else if !errors.Is(err, syscall.ENOENT) {
+				t.Fatalf("op %d rmdir in a striped directory: %v", op, err)
+			}
+		case r < 4:
+			target := int32(rng.IntN(2))
+			err := p.call(parent.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: parent, Name: name, Mode: 0o755, MDT: target}, &proto.AttrReply{})
+			t.Logf("op %d: mkdir %s/%s on mdt%d: %v", op, parent, name, target, err)
+			if err == nil {
+				live[k] = true
+			} else if !errors.Is(err, syscall.EEXIST) {
+				t.Fatalf("op %d mkdir: %v", op, err)
+			}
+		case r < 9:
+			err := p.call(parent.MDT(), proto.MUnlink, &proto.UnlinkReq{Parent: parent, Name: name, Dir: true}, &proto.UnlinkReply{})
+			t.Logf("op %d: rmdir %s/%s: %v", op, parent, name, err)
+			if err == nil {
+				delete(live, k)
+			} else if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ENOTEMPTY) { // a striped one with subdirectories
+				t.Fatalf("op %d rmdir: %v", op, err)
+			}
+		default:
+			e0 := p.call(0, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+			e1 := p.call(1, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+			t.Logf("op %d: fsync: %v %v", op, e0, e1)
+			committed, touched = map[key]bool{}, map[key]bool{}
+			for k := range live {
+				committed[k] = true
+			}
+		}
+		if rng.IntN(8) == 0 {
+			time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond) // let group commits and sweeps run
+		}
+	}
+	which := [2]bool{rng.IntN(2) == 0, rng.IntN(2) == 0}
+	if !which[0] && !which[1] {
+		which[rng.IntN(2)] = true
+	}
+	p.crash(rng, which)
+	p.converge()
+	if err := p.fsck(); err != nil {
+		t.Fatalf("after crashing %v: %v", which, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) > 0 {
+		t.Fatalf("after crashing %v: stripefs fsck: %v %v", which, err, rep.Findings)
+	}
+	for k := range committed {
+		if touched[k] {
+			continue // changed after the fsync: either state is allowed
+		}
+		if _, err := p.lookup(k.parent, k.name); err != nil {
+			t.Fatalf("after crashing %v: %s/%s was committed but is gone: %v", which, k.parent, k.name, err)
+		}
+	}
+}
+
 // TestRemoteSyncTunable checks remote_sync=1 takes the synchronous path
 // (counted) and that it is off by default.
 func TestRemoteSyncTunable(t *testing.T) {
@@ -487,5 +678,67 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 	}
 	if n := p.mdt[1].grants.pulls.Load(); n != 1 {
 		t.Fatalf("%d pulls after the push, want 1", n)
+	}
+}
+
+// TestFsckStripes: a striped directory with entries on both stripes is
+// clean to fsck (its stripes are named by its layout, not by entries);
+// losing a stripe is reported as such.
+func TestFsckStripes(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("fsckstripes-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	v := []byte("name=s mdt_index=1 mdt_count=2")
+	if err := p.call(0, proto.MSetxattr, &proto.XattrReq{FID: proto.RootFID, Name: MkdirXattr, Value: v}, &proto.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.lookup(proto.RootFID, "s")
+	if err != nil || !s.IsStripedDir() || s.MDT() != 1 {
+		t.Fatalf("striped directory %s: %v", s, err)
+	}
+	for i := 0; i < 8; i++ {
+		name := fmt.Sprint("sub", i)
+		holder, err := p.route(s, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.call(holder.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: holder, Name: name, Mode: 0o755, MDT: -1}, &proto.AttrReply{}); err != nil {
+			t.Fatal(err)
+		}
+		// The wrong stripe refuses the name: only a confused client sends it there.
+		l, _ := p.mdt[1].getLMV(s)
+		other := l.Stripes[1-layout.DirStripe(name, 2)]
+		if err := p.call(other.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: other, Name: name, Mode: 0o755, MDT: -1}, &proto.AttrReply{}); !errors.Is(err, syscall.EREMCHG) {
+			t.Fatalf("mkdir %q on the wrong stripe: %v", name, err)
+		}
+	}
+	if err := p.call(0, proto.MUnlink, &proto.UnlinkReq{Parent: proto.RootFID, Name: "s", Dir: true}, &proto.UnlinkReply{}); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rmdir of a striped directory with subdirectories: %v", err)
+	}
+	ctx := context.Background()
+	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("fsck of a sound striped directory: %v %v", err, rep.Findings)
+	}
+	if err := p.fsck(); err != nil {
+		t.Fatal(err)
+	}
+	// Lose stripe 1 (on mdt0) behind the MDTs' backs.
+	l, _ := p.mdt[1].getLMV(s)
+	b := p.mdt[0].db.NewBatch()
+	p.mdt[0].deleteInode(b, l.Stripes[1])
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := fsck.Run(ctx, p.addr(0), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for _, f := range rep.Findings {
+		if f.Kind == fsck.MissingStripe && f.FID == l.Stripes[1] && f.Parent == s {
+			missing++
+		}
+	}
+	if missing != 1 {
+		t.Fatalf("a lost stripe gave findings %v", rep.Findings)
 	}
 }

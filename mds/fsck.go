@@ -64,7 +64,15 @@ func (m *MDT) scanInodes(ctx context.Context, r *proto.ScanReq) (any, error) {
 		if open {
 			closer.Close()
 		}
-		out.Inodes = append(out.Inodes, proto.ScanInode{Attr: n.Attr, Parent: n.Parent, Open: open})
+		si := proto.ScanInode{Attr: n.Attr, Parent: n.Parent, Open: open, StripeIndex: -1}
+		if f := n.Attr.FID; f.IsStripedDir() || f.IsDirStripe() {
+			// A striped directory without its layout shows as a master
+			// with no stripes, or a stripe of no master: fsck reports it.
+			if l, err := m.getLMV(f); err == nil {
+				si.Stripes, si.Master, si.StripeIndex = l.Stripes, l.Master, l.Index
+			}
+		}
+		out.Inodes = append(out.Inodes, si)
 		return nil
 	})
 	return out, err

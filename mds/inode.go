@@ -16,7 +16,7 @@ type inode struct {
 	// DefLayout is a directory's default layout for new files.
 	DefLayout proto.Layout
 	// DefDir is a directory's default for new subdirectories
-	// (setdirstripe -D): which MDT they go to.
+	// (setdirstripe -D): which MDT they go to, striped over how many.
 	DefDir DirLayout
 }
 
@@ -25,7 +25,7 @@ type inode struct {
 type DirLayout struct {
 	Set   bool
 	Index int32
-	Count uint32 // stripe count; striped directories are not built yet, so 1
+	Count uint32 // stripe count: more than 1 makes new subdirectories striped
 }
 
 type dirent struct {

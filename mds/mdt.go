@@ -95,6 +95,10 @@ type MDT struct {
 	// (deps.go); guarded by mu.
 	fresh   map[string]uint64
 	syncGen uint64
+	// Striped directories (stripedir.go).
+	frozen  map[proto.FID]time.Time // stripes held empty for a striped rmdir, until; guarded by mu
+	poolMu  sync.Mutex
+	fidPool map[poolKey][]proto.FID // reserved FIDs of striped objects, by MDT
 	ctr     struct {
 		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends, dtxDepSyncs atomic.Int64
 	}
@@ -157,7 +161,8 @@ func Open(cfg Config) (*MDT, error) {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
 	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{}),
-		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{}}
+		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
+		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}}
 	m.remoteSync.Store(cfg.RemoteSync)
 	if err := m.upgradeFormat(); err != nil {
 		db.Close()
@@ -184,6 +189,7 @@ func Open(cfg Config) (*MDT, error) {
 	m.Srv.Committed = m.committed.Load
 	m.register()
 	m.registerDNE()
+	m.registerStriped()
 	m.registerFsck()
 	m.resendable()
 	m.registerGrants()
@@ -412,7 +418,7 @@ func (m *MDT) getDirent(dir proto.FID, name string) (*dirent, error) {
 func (m *MDT) allocFID(b *pebble.Batch) (proto.FID, error) {
 	if m.seq.NextOid == 0 { // wrapped: move to the next sequence
 		local := m.seq.Seq&proto.MaxLocalSeq + 1
-		if local > proto.MaxLocalSeq {
+		if local > proto.LastPlainSeq { // the rest are striped directories'
 			return proto.FID{}, fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
 		}
 		m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}

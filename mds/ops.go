@@ -188,8 +188,13 @@ func (m *MDT) linkInto(b *pebble.Batch, dir *inode, name string, child *inode) {
 }
 
 // prepareCreate checks that dir can take a new entry name.
+// m.mu is held; it is let go meanwhile if a striped rmdir froze dir.
 func (m *MDT) prepareCreate(op string, parent proto.FID, name string) (*inode, error) {
 	if err := m.checkName(op, name); err != nil {
+		return nil, err
+	}
+	m.waitThawLocked(parent)
+	if err := m.checkStripeName(op, parent, name); err != nil {
 		return nil, err
 	}
 	dir, err := m.getDir(parent)
@@ -291,6 +296,12 @@ func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (p
 }
 
 func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
+	return m.mkdirStriped(ctx, r, 0)
+}
+
+// mkdirStriped is mkdir with a stripe count: 0 follows the parent's
+// default, 1 is a plain directory, more a striped one (stripedir.go).
+func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (any, error) {
 	m.mu.Lock()
 	unlocked := false
 	defer func() {
@@ -310,8 +321,14 @@ func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
 	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
 		return nil, m.errorf("mkdir", r.Name, syscall.EEXIST)
 	}
+	if count == 0 && dir.DefDir.Set {
+		count = int(max(dir.DefDir.Count, 1))
+	}
 	if target, err := m.mkdirTarget(ctx, dir, r.MDT); err != nil {
 		return nil, err
+	} else if count > 1 {
+		unlocked = true
+		return m.stripedMkdir(ctx, r, dir, target, count) // releases m.mu
 	} else if target != uint32(m.cfg.Index) {
 		unlocked = true
 		return m.remoteMkdir(ctx, r, dir, target) // releases m.mu
@@ -322,7 +339,7 @@ func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
 		return nil, err
 	}
 	n.Attr.Nlink = 2
-	n.Parent = dir.Attr.FID
+	n.Parent = dirParentOf(dir)
 	n.DefLayout = dir.DefLayout
 	n.DefDir = dir.DefDir
 	m.newInode(b, n)
@@ -424,6 +441,10 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
 		return nil, m.errorf(op, r.Name, syscall.EBUSY)
 	}
+	if d.FID.IsStripedDir() {
+		unlocked = true
+		return m.stripedRmdir(ctx, r, d) // releases m.mu
+	}
 	if d.FID.MDT() != m.cfg.Index {
 		unlocked = true
 		if d.Mode == sIFDIR {
@@ -522,6 +543,12 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 		m.mu.Unlock()
 		return m.remoteRename(ctx, r)
 	}
+	m.waitThawLocked(r.SrcParent, r.DstParent)
+	if r.DstParent.MDT() == m.cfg.Index { // the MDT that holds it checks a remote one
+		if err := m.checkStripeName("rename", r.DstParent, r.DstName); err != nil {
+			return nil, err
+		}
+	}
 	sdir, err := m.getDir(r.SrcParent)
 	if err != nil {
 		return nil, err
@@ -616,7 +643,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	if src.isDir() && sdir != ddir {
 		sdir.Attr.Nlink--
 		ddir.Attr.Nlink++
-		src.Parent = ddir.Attr.FID
+		src.Parent = dirParentOf(ddir)
 	}
 	src.Attr.Ctime = t
 	m.putInode(b, src)
@@ -652,12 +679,12 @@ func (m *MDT) exchange(ctx context.Context, r *proto.RenameReq, sdir, ddir, src,
 	m.markFresh(direntKey(r.DstParent, r.DstName))
 	if sdir != ddir {
 		if src.isDir() {
-			src.Parent = ddir.Attr.FID
+			src.Parent = dirParentOf(ddir)
 			sdir.Attr.Nlink--
 			ddir.Attr.Nlink++
 		}
 		if dst.isDir() {
-			dst.Parent = sdir.Attr.FID
+			dst.Parent = dirParentOf(sdir)
 			ddir.Attr.Nlink--
 			sdir.Attr.Nlink++
 		}
@@ -745,11 +772,20 @@ func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
 		}
 		out.Entries = append(out.Entries, e)
 	}
+	self, parent := r.FID, dir.Parent
+	if r.FID.IsDirStripe() && r.Cookie < 2 {
+		// Stripe 0 gives a striped directory's "." and "..": its master,
+		// which lives here, and the master's parent.
+		self = dir.Parent
+		if mi, err := m.getInode(self); err == nil {
+			parent = mi.Parent
+		}
+	}
 	if r.Cookie < 1 {
-		add(proto.DirEnt{Name: ".", FID: r.FID, Mode: sIFDIR, Cookie: 1})
+		add(proto.DirEnt{Name: ".", FID: self, Mode: sIFDIR, Cookie: 1})
 	}
 	if r.Cookie < 2 && len(out.Entries) < limit {
-		add(proto.DirEnt{Name: "..", FID: dir.Parent, Mode: sIFDIR, Cookie: 2})
+		add(proto.DirEnt{Name: "..", FID: parent, Mode: sIFDIR, Cookie: 2})
 	}
 	p := direntPrefix(r.FID)
 	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: cookieKey(r.FID, max(r.Cookie+1, firstCookie)), UpperBound: prefixEnd(p)})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -26,6 +27,13 @@ func (m *MDT) getxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	case DirXattr:
 		if !n.isDir() {
 			return nil, syscall.ENODATA
+		}
+		if r.FID.IsStripedDir() {
+			l, err := m.getLMV(r.FID)
+			if err != nil {
+				return nil, err
+			}
+			return &proto.XattrReply{Value: []byte(lmvString(l))}, nil
 		}
 		return &proto.XattrReply{Value: []byte(fmt.Sprintf("mdt_index=%d mdt_count=1 fid=%s", r.FID.MDT(), r.FID))}, nil
 	case DirDefaultXattr:
@@ -64,6 +72,8 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 		return nil, m.errorf("setxattr", r.Name, syscall.E2BIG)
 	case r.Flags&^(xattrCreate|xattrReplace) != 0:
 		return nil, m.errorf("setxattr", r.Name, syscall.EINVAL)
+	case internalXattr(r.Name):
+		return nil, m.errorf("setxattr", r.Name, syscall.EPERM)
 	}
 	if r.Name == MkdirXattr {
 		return &proto.Empty{}, m.mkdirXattr(ctx, r.FID, string(r.Value))
@@ -121,12 +131,21 @@ func (m *MDT) listxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 		out.Names = append(out.Names, DirDefaultXattr)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		out.Names = append(out.Names, string(it.Key()[len(p):]))
+		if name := string(it.Key()[len(p):]); !internalXattr(name) {
+			out.Names = append(out.Names, name)
+		}
 	}
 	return out, nil
 }
 
+// internalXattr reports names the MDT keeps for itself (proto.LMVXattr):
+// no program sees or changes them.
+func internalXattr(name string) bool { return strings.HasPrefix(name, "\x00") }
+
 func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
+	if internalXattr(r.Name) {
+		return nil, m.errorf("removexattr", r.Name, syscall.EPERM)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.getInode(r.FID)

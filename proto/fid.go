@@ -74,3 +74,21 @@ type ObjID struct {
 }
 
 func (o ObjID) String() string { return fmt.Sprintf("%s/%d", o.FID, o.Stripe) }
+
+// Striped directories take their FIDs from the last two sequences of
+// each MDT, so a FID alone says whether it names a striped directory's
+// master (whose entries the client finds by hashing names over its
+// stripes) or one of its stripes: a plain directory costs no extra
+// lookup, and an inode number the kernel or an NFS handle presents still
+// resolves without a table. Plain allocation stops before them.
+const (
+	StripedSeqLocal = MaxLocalSeq     // masters of striped directories
+	StripeSeqLocal  = MaxLocalSeq - 1 // their stripes
+	LastPlainSeq    = MaxLocalSeq - 2 // the last sequence of everything else
+)
+
+// IsStripedDir reports whether f is the master of a striped directory.
+func (f FID) IsStripedDir() bool { return f.Seq&MaxLocalSeq == StripedSeqLocal }
+
+// IsDirStripe reports whether f is one stripe of a striped directory.
+func (f FID) IsDirStripe() bool { return f.Seq&MaxLocalSeq == StripeSeqLocal }

@@ -12,6 +12,11 @@ type ScanInode struct {
 	Attr   Attr
 	Parent FID  // directories
 	Open   bool // unlinked but still open (an orphan by design)
+	// Striped directories: a master lists its stripes; a stripe names its
+	// master and its index (-1 elsewhere).
+	Stripes     []FID
+	Master      FID
+	StripeIndex int32
 }
 
 type ScanInodesReply struct {

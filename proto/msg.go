@@ -39,6 +39,8 @@ const (
 	MFsckFix      // fsck --repair: one repair
 	MFIDGrant     // between MDTs: FIDs of the answering MDT for the asker's remote mkdirs
 	MTxnPull      // between MDTs: the record that creates a FID, if the asker coordinates one
+	MReserveFIDs  // FIDs of striped-directory objects, for another MDT's mkdir
+	MStripeFreeze // hold back entries of a striped directory being removed
 )
 
 const (
@@ -76,6 +78,7 @@ var methodNames = map[uint16]string{
 	MOrphans: "orphans", MDestroyDone: "destroy_done",
 	MTxnApply: "txn_apply", MTxnStatus: "txn_status", MTxnRedo: "txn_redo", MTxnCancel: "txn_cancel", MSetParam: "set_param", MTxnList: "txn_list",
 	MFIDGrant: "fid_grant", MTxnPull: "txn_pull",
+	MReserveFIDs: "reserve_fids", MStripeFreeze: "stripe_freeze",
 	MScanInodes: "scan_inodes", MScanDirents: "scan_dirents", MFsckFix: "fsck_fix",
 	MQuotaLimits: "quota_limits", MQuotaAcquire: "quota_acquire", MQuotaGet: "quota_get", MOwner: "owner",
 	OWrite: "ost_write", ORead: "ost_read", OPunch: "ost_punch", OGetattr: "ost_getattr",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,57 +27,126 @@ func mkdirCmd() *cobra.Command {
 	var index, count int
 	var mode uint32
 	cmd := &cobra.Command{
-		Use:   "mkdir -i MDT_INDEX [-c 1] DIR",
-		Short: "Create a directory on a chosen MDT (lfs mkdir -i); the directory is owned by root",
+		Use:   "mkdir [-c COUNT] [-i MDT_INDEX] DIR",
+		Short: "Create a directory on a chosen MDT (lfs mkdir -i), or striped over COUNT MDTs (-c); it is owned by root",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if count != 1 {
-				return fmt.Errorf("striped directories (-c %d) are not supported yet", count)
-			}
-			if index < 0 {
-				return fmt.Errorf("-i needs an MDT index (0, 1, …)")
-			}
-			dir := filepath.Clean(args[0])
-			parent, name := filepath.Dir(dir), filepath.Base(dir)
-			v := fmt.Sprintf("name=%s mdt_index=%d mode=%o", name, index, mode)
-			if strings.ContainsAny(name, " \x00") {
-				return fmt.Errorf("%q: names with spaces cannot be passed to mkdir -i", name)
-			}
-			if err := xattr.Set(parent, mds.MkdirXattr, []byte(v)); err != nil {
-				return fmt.Errorf("mkdir %s on mdt%d: %w", dir, index, unwrapXattr(err))
-			}
-			return nil
+			return mkdirStriped(args[0], index, count, mode)
 		},
 	}
-	cmd.Flags().IntVarP(&index, "mdt-index", "i", -1, "MDT to create the directory on")
-	cmd.Flags().IntVarP(&count, "mdt-count", "c", 1, "MDTs to stripe the directory over (1)")
+	cmd.Flags().IntVarP(&index, "mdt-index", "i", -1, "MDT of the directory (of its first stripe with -c)")
+	cmd.Flags().IntVarP(&count, "mdt-count", "c", 1, "MDTs to stripe the directory over")
 	cmd.Flags().Uint32VarP(&mode, "mode", "m", 0o755, "permission bits (octal)")
 	return cmd
+}
+
+// mkdirStriped creates dir on MDT index, striped over count MDTs from
+// there. index -1 with count > 1 follows the parent's default (else its
+// MDT).
+func mkdirStriped(dir string, index, count int, mode uint32) error {
+	dir = filepath.Clean(dir)
+	parent, name := filepath.Dir(dir), filepath.Base(dir)
+	if err := checkDirStripe(parent, index, count, count > 1); err != nil {
+		return fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	if strings.ContainsAny(name, " \x00") {
+		return fmt.Errorf("%q: names with spaces cannot be passed to mkdir -i/-c", name)
+	}
+	v := fmt.Sprintf("name=%s mdt_index=%d mdt_count=%d mode=%o", name, index, count, mode)
+	if err := xattr.Set(parent, mds.MkdirXattr, []byte(v)); err != nil {
+		return fmt.Errorf("mkdir %s (-i %d -c %d): %w", dir, index, count, unwrapXattr(err))
+	}
+	return nil
+}
+
+// checkDirStripe refuses, with a message that says why, a stripe count or
+// MDT index the filesystem cannot have (the MDT would refuse them too,
+// but only an errno reaches us from there). anyIndex allows -1.
+func checkDirStripe(path string, index, count int, anyIndex bool) error {
+	n, err := mdtCount(path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case count < 1 || count > n:
+		return fmt.Errorf("stripe count %d: it must be 1 to %d, the number of MDTs: %w", count, n, syscall.EINVAL)
+	case index < -1 || index >= n || index == -1 && !anyIndex:
+		return fmt.Errorf("MDT index %d: it must be 0 to %d: %w", index, n-1, syscall.EINVAL)
+	}
+	return nil
+}
+
+// mdtCount asks the MGS of the mount holding path how many MDTs there are.
+func mdtCount(path string) (int, error) {
+	mgs, err := xattr.Get(path, stats.MGSXattr)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not on a stripefs mount: %w", path, unwrapXattr(err))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := rpc.NewClient(string(mgs), "lfs")
+	defer c.Close()
+	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	if err != nil {
+		return 0, fmt.Errorf("cluster map from %s: %w", mgs, err)
+	}
+	n := 0
+	for _, t := range cfg.MDTs {
+		n = max(n, int(t.Index)+1)
+	}
+	return n, nil
 }
 
 func setdirstripeCmd() *cobra.Command {
 	var index, count int
 	var def bool
 	cmd := &cobra.Command{
-		Use:   "setdirstripe [-D] -i MDT_INDEX [-c 1] DIR",
-		Short: "With -D, set where new subdirectories of DIR go (-i -1: round-robin); without, create DIR on an MDT",
+		Use:   "setdirstripe [-D] [-c COUNT] [-i MDT_INDEX] DIR",
+		Short: "Create DIR striped over COUNT MDTs from MDT_INDEX (an existing empty DIR is made again so); with -D, set how new subdirectories of DIR are made (-i -1: round-robin)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if count != 1 {
-				return fmt.Errorf("striped directories (-c %d) are not supported yet", count)
+			dir := args[0]
+			if def {
+				if err := checkDirStripe(dir, index, count, true); err != nil {
+					return fmt.Errorf("setdirstripe -D %s: %w", dir, err)
+				}
+				v := fmt.Sprintf("mdt_index=%d mdt_count=%d", index, count)
+				if err := xattr.Set(dir, mds.DirDefaultXattr, []byte(v)); err != nil {
+					return fmt.Errorf("%s: %w", dir, unwrapXattr(err))
+				}
+				return nil
 			}
-			if !def {
-				return mkdirCmd().RunE(cmd, args)
+			if count == 1 && index < 0 {
+				return fmt.Errorf("setdirstripe %s: give -i MDT_INDEX or -c COUNT: %w", dir, syscall.EINVAL)
 			}
-			v := fmt.Sprintf("mdt_index=%d mdt_count=%d", index, count)
-			if err := xattr.Set(args[0], mds.DirDefaultXattr, []byte(v)); err != nil {
-				return fmt.Errorf("%s: %w", args[0], unwrapXattr(err))
+			mode := uint32(0o755)
+			if fi, err := os.Stat(dir); err == nil {
+				// An existing directory is striped by making it again,
+				// which only an empty one allows (Lustre would need a
+				// migration for the rest).
+				if !fi.IsDir() {
+					return fmt.Errorf("setdirstripe %s: not a directory: %w", dir, syscall.ENOTDIR)
+				}
+				ents, err := os.ReadDir(dir)
+				if err != nil {
+					return err
+				}
+				if len(ents) > 0 {
+					return fmt.Errorf("setdirstripe %s: the directory holds %d entries; only an empty one can be striped: %w", dir, len(ents), syscall.EINVAL)
+				}
+				if err := checkDirStripe(filepath.Dir(filepath.Clean(dir)), index, count, count > 1); err != nil {
+					return fmt.Errorf("setdirstripe %s: %w", dir, err)
+				}
+				mode = uint32(fi.Mode().Perm())
+				if err := os.Remove(dir); err != nil {
+					return fmt.Errorf("setdirstripe %s: %w", dir, err)
+				}
 			}
-			return nil
+			return mkdirStriped(dir, index, count, mode)
 		},
 	}
-	cmd.Flags().IntVarP(&index, "mdt-index", "i", -1, "MDT index, -1 for round-robin")
-	cmd.Flags().IntVarP(&count, "mdt-count", "c", 1, "stripe count (1)")
+	cmd.Flags().IntVarP(&index, "mdt-index", "i", -1, "MDT index (of the first stripe), -1 for the default or round-robin")
+	cmd.Flags().IntVarP(&count, "mdt-count", "c", 1, "stripe count")
 	cmd.Flags().BoolVarP(&def, "default", "D", false, "set the default for new subdirectories")
 	return cmd
 }
@@ -84,7 +154,7 @@ func setdirstripeCmd() *cobra.Command {
 func getdirstripeCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "getdirstripe DIR...",
-		Short: "Show which MDT a directory lives on and its default for subdirectories",
+		Short: "Show where a directory lives, its stripes (like lfs getdirstripe) and its default for subdirectories",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, d := range args {
@@ -92,7 +162,7 @@ func getdirstripeCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("%s: %w", d, unwrapXattr(err))
 				}
-				fmt.Printf("%s\n  %s\n", d, strings.ReplaceAll(string(v), " ", "\n  "))
+				fmt.Printf("%s\n%s", d, formatLMV(string(v)))
 				if dv, err := xattr.Get(d, mds.DirDefaultXattr); err == nil {
 					fmt.Printf("  default: %s\n", dv)
 				}
@@ -100,6 +170,39 @@ func getdirstripeCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// formatLMV renders a lustre.lmv value: a striped directory as lfs
+// getdirstripe does (count, offset, hash, then each stripe's MDT index and
+// FID), a plain one as its keys one a line.
+func formatLMV(v string) string {
+	kv := map[string]string{}
+	var keys []string
+	for _, f := range strings.Fields(v) {
+		k, val, _ := strings.Cut(f, "=")
+		kv[k] = val
+		keys = append(keys, k)
+	}
+	var sb strings.Builder
+	if _, ok := kv["lmv_stripe_count"]; !ok {
+		for _, k := range keys {
+			fmt.Fprintf(&sb, "  %s=%s\n", k, kv[k])
+		}
+		return sb.String()
+	}
+	fmt.Fprintf(&sb, "lmv_stripe_count: %s lmv_stripe_offset: %s lmv_hash_type: %s\n",
+		kv["lmv_stripe_count"], kv["lmv_stripe_offset"], kv["lmv_hash_type"])
+	fmt.Fprintf(&sb, "master: mdt%s %s\n", kv["mdt_index"], kv["fid"])
+	sb.WriteString("mdtidx\t\t FID[seq:oid:ver]\n")
+	for i := 0; ; i++ {
+		s, ok := kv[fmt.Sprintf("stripe%d", i)]
+		if !ok {
+			break
+		}
+		mdt, fid, _ := strings.Cut(s, ":")
+		fmt.Fprintf(&sb, "%6s\t\t %s\n", mdt, fid)
+	}
+	return sb.String()
 }
 
 func setParamCmd() *cobra.Command {

@@ -28,3 +28,19 @@ func TestParseLfsUnits(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatLMV(t *testing.T) {
+	striped := formatLMV("lmv_stripe_count=2 lmv_stripe_offset=1 lmv_hash_type=fnv_1a_64 mdt_index=1 fid=[0x1ffffff:0x1:0x0] " +
+		"stripe0=1:[0x1fffffe:0x1:0x0] stripe1=0:[0xfffffe:0x1:0x0]")
+	want := "lmv_stripe_count: 2 lmv_stripe_offset: 1 lmv_hash_type: fnv_1a_64\n" +
+		"master: mdt1 [0x1ffffff:0x1:0x0]\n" +
+		"mdtidx\t\t FID[seq:oid:ver]\n" +
+		"     1\t\t [0x1fffffe:0x1:0x0]\n" +
+		"     0\t\t [0xfffffe:0x1:0x0]\n"
+	if striped != want {
+		t.Errorf("striped:\n%q\nwant\n%q", striped, want)
+	}
+	if plain := formatLMV("mdt_index=1 mdt_count=1 fid=[0x1000002:0x1:0x0]"); plain != "  mdt_index=1\n  mdt_count=1\n  fid=[0x1000002:0x1:0x0]\n" {
+		t.Errorf("plain: %q", plain)
+	}
+}

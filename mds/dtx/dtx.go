@@ -68,6 +68,10 @@ const (
 	// SetParent: directory FID's parent pointer ("..") = Parent, ctime =
 	// Time; a directory moved between MDTs keeps its ".." right.
 	SetParent = "set_parent"
+	// SetXattr stores an extended attribute of FID: Name → Inode (the
+	// bytes, opaque to dtx). A striped directory's layout travels so, in
+	// the same part as the inode it describes.
+	SetXattr = "set_xattr"
 )
 
 // Update is one primitive change on one MDT.
@@ -80,14 +84,15 @@ type Update struct {
 	Mode   uint32
 	Delta  int32
 	Time   int64
-	// Inode is the encoded inode of CreateInode, opaque to dtx.
+	// Inode is the encoded inode of CreateInode, or the value of
+	// SetXattr, opaque to dtx.
 	Inode []byte
 }
 
 // Record describes a whole operation: every participant's updates.
 type Record struct {
 	ID      OpID
-	Op      string // "mkdir", "rmdir": for logs and fsck
+	Op      string // "mkdir", "rmdir", "mkdir_striped", "rmdir_striped": for logs and fsck
 	Started int64  // unix nanoseconds, when the coordinator began it
 	Updates []Update
 }
@@ -132,7 +137,7 @@ func (r *Record) Validate() error {
 	}
 	for _, u := range r.Updates {
 		switch u.Kind {
-		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink, InodeLink, SetParent:
+		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink, InodeLink, SetParent, SetXattr:
 		default:
 			return fmt.Errorf("dtx: %s: unknown update %q", r.ID, u.Kind)
 		}
