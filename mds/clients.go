@@ -216,10 +216,14 @@ func noteClient(b *pebble.Batch, c rpc.Caller, transno uint64) {
 
 // Methods the window does not hold: other servers' calls (the update-log
 // protocol, quota, the MGS, stats), which replays may themselves need.
-var windowOpen = map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
-	proto.MTxnCancel: true, proto.MTxnList: true, proto.MSetParam: true, proto.GConfig: true,
-	proto.GRegister: true, proto.MQuotaLimits: true, proto.MQuotaAcquire: true, proto.MOwner: true,
-	rpc.MethodStats: true, rpc.MethodReplayDone: true, rpc.MethodDisconnect: true}
+var windowOpen = func() map[uint16]bool {
+	open := map[uint16]bool{proto.MQuotaLimits: true, proto.MQuotaAcquire: true, proto.MOwner: true,
+		rpc.MethodReplayDone: true, rpc.MethodDisconnect: true}
+	for m := range peerMethods {
+		open[m] = true
+	}
+	return open
+}()
 
 // gateClients puts every client method behind the window, and registers
 // the replay-done and disconnect methods. Called before gateRecovery, so

@@ -1039,14 +1039,20 @@ func (m *MDT) recoverFromPeers() {
 	}
 }
 
+// peerMethods are what servers call on an MDT (the update-log protocol,
+// FID reservations, stripe freezes, the MGS) and the tools' stats and
+// tunables: recovery gates and the pull of records that clients' requests
+// may need never hold or wrap them, since peers recover too.
+var peerMethods = map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
+	proto.MTxnCancel: true, proto.MTxnList: true, proto.MTxnPull: true, proto.MReserveFIDs: true,
+	proto.MStripeFreeze: true, proto.MSetParam: true, proto.GConfig: true, proto.GRegister: true,
+	rpc.MethodStats: true}
+
 // gateRecovery holds client requests until recovery is over (or its
 // window has passed); requests between MDTs pass, since peers recover too.
 func (m *MDT) gateRecovery() {
-	open := map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
-		proto.MTxnCancel: true, proto.MTxnList: true, proto.MSetParam: true, proto.GConfig: true,
-		proto.GRegister: true, rpc.MethodStats: true, proto.MFIDGrant: true, proto.MTxnPull: true}
 	for method := uint16(1); method < 256; method++ {
-		if open[method] {
+		if peerMethods[method] {
 			continue
 		}
 		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {

@@ -667,7 +667,7 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 		t.Fatalf("%d pulls, want 1", n)
 	}
 	// A FID nobody was granted is not pulled for.
-	stray := proto.FID{Seq: a.Attr.FID.Seq, Oid: a.Attr.FID.Oid + grantCount + 100}
+	stray := proto.FID{Seq: a.Attr.FID.Seq, Oid: a.Attr.FID.Oid + fidBlock(proto.FIDPlain) + 100}
 	if err := p.call(1, proto.MGetattr, &proto.GetattrReq{FID: stray}, &got); !errors.Is(err, syscall.ENOENT) {
 		t.Fatalf("getattr of a FID never used: %v", err)
 	}

@@ -2,7 +2,6 @@ package mds
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -33,15 +32,14 @@ import (
 // mkdir and rmdir of a striped directory are one distributed transaction
 // (dne.go) over the parent's MDT and every stripe's. Their FIDs are
 // known before it starts: each MDT hands out FIDs of its striped-object
-// sequences in durably reserved blocks (reserveFIDs), so a FID that a
+// sequences in durably reserved blocks (fidreserve.go), so a FID that a
 // record carries to another MDT can never be handed out again after a
 // crash, and the coordinator keeps a pool of them (no extra round trip
-// per mkdir, one synced reservation per fidBlock objects). rmdir first
+// per mkdir, one synced reservation per block). rmdir first
 // freezes every stripe (checked empty, new entries held back), so that
 // the transaction cannot fail half-way on a stripe that is not empty.
 
 const (
-	fidBlock = 32 // FIDs reserved per request
 	// freezeLease is how long a stripe stays frozen unless thawed: longer
 	// than a coordinator keeps resending a part to an absent participant
 	// (30 s), so a stripe whose removal has begun elsewhere takes no entry
@@ -49,110 +47,12 @@ const (
 	freezeLease = 2 * time.Minute
 )
 
-var (
-	keyStripedSeq = []byte("Mseq.striped")
-	keyStripeSeq  = []byte("Mseq.stripe")
-)
-
 func (m *MDT) registerStriped() {
-	rpc.HandleFunc(m.Srv, proto.MReserveFIDs, func(ctx context.Context, r *proto.ReserveFIDsReq) (any, error) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		fids, err := m.reserveFIDsLocked(r.Stripe, r.N)
-		if err != nil {
-			return nil, err
-		}
-		return &proto.ReserveFIDsReply{FIDs: fids}, nil
-	})
 	rpc.HandleFunc(m.Srv, proto.MStripeFreeze, func(ctx context.Context, r *proto.StripeFreezeReq) (any, error) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return &proto.Empty{}, m.freezeLocked(r.FIDs, r.Freeze)
 	})
-}
-
-// reserveFIDsLocked hands out n FIDs of this MDT's master or stripe
-// sequence, durably reserved before they leave. m.mu is held.
-func (m *MDT) reserveFIDsLocked(stripe bool, n uint32) ([]proto.FID, error) {
-	if n == 0 || n > 1024 {
-		return nil, fmt.Errorf("mdt%d: reserve %d FIDs: %w", m.cfg.Index, n, syscall.EINVAL)
-	}
-	key, local := keyStripedSeq, uint64(proto.StripedSeqLocal)
-	if stripe {
-		key, local = keyStripeSeq, proto.StripeSeqLocal
-	}
-	next := uint32(1)
-	if v, closer, err := m.db.Get(key); err == nil {
-		if len(v) == 4 {
-			next = binary.BigEndian.Uint32(v)
-		}
-		closer.Close()
-	} else if !errors.Is(err, pebble.ErrNotFound) {
-		return nil, fmt.Errorf("mdt%d: reserve FIDs: %v: %w", m.cfg.Index, err, syscall.EIO)
-	}
-	if uint64(next)+uint64(n) > 1<<32 {
-		return nil, fmt.Errorf("mdt%d: striped directory FIDs exhausted: %w", m.cfg.Index, syscall.ENOSPC)
-	}
-	b := m.db.NewBatch()
-	b.Set(key, binary.BigEndian.AppendUint32(nil, next+n), nil)
-	if err := m.commit(b, true); err != nil {
-		return nil, err
-	}
-	out := make([]proto.FID, n)
-	for i := range out {
-		out[i] = proto.FID{Seq: proto.MDTSeq(m.cfg.Index, local), Oid: next + uint32(i)}
-	}
-	return out, nil
-}
-
-type poolKey struct {
-	mdt    uint32
-	stripe bool
-}
-
-// takeFID returns a reserved FID for a striped-directory object on mdt.
-func (m *MDT) takeFID(ctx context.Context, mdt uint32, stripe bool) (proto.FID, error) {
-	k := poolKey{mdt, stripe}
-	m.poolMu.Lock()
-	if p := m.fidPool[k]; len(p) > 0 {
-		f := p[len(p)-1]
-		m.fidPool[k] = p[:len(p)-1]
-		m.poolMu.Unlock()
-		return f, nil
-	}
-	m.poolMu.Unlock()
-	var fids []proto.FID
-	if mdt == uint32(m.cfg.Index) {
-		m.mu.Lock()
-		var err error
-		fids, err = m.reserveFIDsLocked(stripe, fidBlock)
-		m.mu.Unlock()
-		if err != nil {
-			return proto.FID{}, err
-		}
-	} else {
-		c, err := m.peer(ctx, mdt)
-		if err != nil {
-			return proto.FID{}, err
-		}
-		r, err := rpc.Invoke[proto.ReserveFIDsReply](ctx, c, proto.MReserveFIDs, &proto.ReserveFIDsReq{Stripe: stripe, N: fidBlock})
-		if err != nil {
-			return proto.FID{}, fmt.Errorf("mdt%d: reserve FIDs on mdt%d: %w", m.cfg.Index, mdt, err)
-		}
-		for _, f := range r.FIDs {
-			if f.MDT() != int(mdt) || f.IsDirStripe() != stripe || !f.IsDirStripe() && !f.IsStripedDir() {
-				return proto.FID{}, fmt.Errorf("mdt%d: mdt%d reserved FID %s of the wrong kind: %w", m.cfg.Index, mdt, f, syscall.EIO)
-			}
-		}
-		fids = r.FIDs
-	}
-	if len(fids) == 0 {
-		return proto.FID{}, fmt.Errorf("mdt%d: mdt%d reserved no FIDs: %w", m.cfg.Index, mdt, syscall.EIO)
-	}
-	m.poolMu.Lock()
-	m.fidPool[k] = append(m.fidPool[k], fids[1:]...)
-	m.poolMu.Unlock()
-	return fids[0], nil
 }
 
 // getLMV reads the layout stored with a striped directory's master or
@@ -312,13 +212,13 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 	m.mu.Unlock()
 	defer m.release(r.Parent, r.Name)
 
-	master, err := m.takeFID(ctx, first, false)
+	master, err := m.takeFID(ctx, first, proto.FIDStripedMaster)
 	if err != nil {
 		return nil, err
 	}
 	l := proto.LMV{Master: master, Index: -1, Hash: layout.DirHashFNV1a64}
 	for i := 0; i < count; i++ {
-		f, err := m.takeFID(ctx, (first+uint32(i))%uint32(n), true)
+		f, err := m.takeFID(ctx, (first+uint32(i))%uint32(n), proto.FIDDirStripe)
 		if err != nil {
 			return nil, err
 		}

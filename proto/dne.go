@@ -62,21 +62,6 @@ type TxnListReq struct{ MDT uint32 }
 
 type TxnListReply struct{ Records [][]byte }
 
-// FIDGrantReq asks an MDT for Count FIDs of its own that the asking MDT
-// (Coord) may give to directories it creates there: the coordinator of a
-// remote mkdir then needs no answer from the new directory's MDT before it
-// replies.
-type FIDGrantReq struct {
-	Coord uint32
-	Count uint32
-}
-
-// FIDGrantReply is the range [First, End) of sequence Seq.
-type FIDGrantReply struct {
-	Seq        uint64
-	First, End uint32
-}
-
 // TxnPullReq asks the coordinator a FID was granted to for the record
 // that creates it: a request for the FID reached its MDT before the
 // coordinator's push did.

@@ -21,12 +21,21 @@ const LMVXattr = "\x00lmv"
 // subdirectories (lfs setdirstripe -D): "mdt_index=-1 mdt_count=2".
 const DirDefaultXattr = "lustre.lmv.default"
 
-// MReserveFIDs asks an MDT for FIDs of striped-directory objects that
-// another MDT's distributed mkdir will create there (ReserveFIDsReq).
+// MReserveFIDs asks an MDT for FIDs that another MDT's distributed mkdir
+// will create there (ReserveFIDsReq): the coordinator then names the new
+// objects itself and needs no answer from their MDT first.
 type ReserveFIDsReq struct {
-	Stripe bool // stripe FIDs; else masters
-	N      uint32
+	Kind  uint8 // FIDPlain, FIDStripedMaster or FIDDirStripe
+	N     uint32
+	Coord uint32 // the asking MDT
 }
+
+// Kinds of FID an MDT reserves for another.
+const (
+	FIDPlain         uint8 = iota // an ordinary inode's: remote mkdir
+	FIDStripedMaster              // a striped directory's master
+	FIDDirStripe                  // a stripe of one
+)
 
 type ReserveFIDsReply struct{ FIDs []FID }
 

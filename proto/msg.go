@@ -37,9 +37,8 @@ const (
 	MScanInodes   // fsck: page through every inode
 	MScanDirents  // fsck: page through every directory entry
 	MFsckFix      // fsck --repair: one repair
-	MFIDGrant     // between MDTs: FIDs of the answering MDT for the asker's remote mkdirs
 	MTxnPull      // between MDTs: the record that creates a FID, if the asker coordinates one
-	MReserveFIDs  // FIDs of striped-directory objects, for another MDT's mkdir
+	MReserveFIDs  // between MDTs: FIDs of the answering MDT for the asker's mkdirs there
 	MStripeFreeze // hold back entries of a striped directory being removed
 )
 
@@ -77,7 +76,7 @@ var methodNames = map[uint16]string{
 	MStatfs: "statfs", MOpen: "open", MClose: "close", MSync: "sync",
 	MOrphans: "orphans", MDestroyDone: "destroy_done",
 	MTxnApply: "txn_apply", MTxnStatus: "txn_status", MTxnRedo: "txn_redo", MTxnCancel: "txn_cancel", MSetParam: "set_param", MTxnList: "txn_list",
-	MFIDGrant: "fid_grant", MTxnPull: "txn_pull",
+	MTxnPull: "txn_pull",
 	MReserveFIDs: "reserve_fids", MStripeFreeze: "stripe_freeze",
 	MScanInodes: "scan_inodes", MScanDirents: "scan_dirents", MFsckFix: "fsck_fix",
 	MQuotaLimits: "quota_limits", MQuotaAcquire: "quota_acquire", MQuotaGet: "quota_get", MOwner: "owner",

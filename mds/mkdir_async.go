@@ -18,32 +18,29 @@ import (
 // reply path. The field report's mkdir was slow because of a disk sync;
 // with that gone, what still set a remote mkdir behind a local one was
 // the participant's RPC: the coordinator needed the FID the participant
-// allocated. Here each MDT grants the others ranges of its FIDs ahead of
-// time (Lustre's sequence controller grants FID sequences for the same
-// reason), so the coordinator names the directory itself, commits its own
-// part and the whole record in one batch, replies, and pushes the
-// participant its part in the background. The record makes the push
+// allocated. Here each MDT reserves the others blocks of its FIDs ahead
+// of time (fidreserve.go; Lustre's sequence controller grants FID
+// sequences for the same reason), so the coordinator names the directory
+// itself, commits its own part and the whole record in one batch,
+// replies, and pushes the participant its part in the background. The record makes the push
 // reliable: the sweeper redoes a part that did not arrive, and recovery
 // from peers' logs does after a crash.
 //
 // A client can reach the new directory's MDT before the push does. That
-// MDT knows which coordinator it granted the FID to, asks it for the
+// MDT knows which coordinator it reserved the FID for, asks it for the
 // record (txn_pull), applies its part and answers: the client never sees
 // the gap.
-
-// grantCount is the FIDs one grant covers: one synced batch on the
-// granting MDT per that many remote mkdirs.
-const grantCount = 1024
 
 // pushesInFlight bounds the background pushes of one coordinator.
 const pushesInFlight = 64
 
+// grants is an MDT's side of the asynchronous remote mkdir.
 type grants struct {
+	// out lists the plain FIDs reserved for other MDTs (fidreserve.go).
+	// It is kept in memory only: after a restart, recovery from the
+	// peers' logs brings every pending part before clients are served.
 	mu  sync.Mutex
-	out []fidRange // granted to other MDTs; kept in memory, as after a restart recovery from the peers' logs brings every pending part
-
-	poolMu sync.Mutex // held across the grant RPC: one fetch at a time
-	pool   map[uint32]*fidRange
+	out []fidRange
 
 	pushSem chan struct{}
 	// pushGate, in tests, holds every push (and the sweeper's redo of
@@ -54,9 +51,9 @@ type grants struct {
 }
 
 type fidRange struct {
-	coord     uint32
-	seq       uint64
-	next, end uint32 // [next, end)
+	coord      uint32
+	seq        uint64
+	first, end uint32 // [first, end)
 }
 
 // holding reports whether a test holds the pushes back.
@@ -73,7 +70,6 @@ func (g *grants) holding() bool {
 }
 
 func (g *grants) init() {
-	g.pool = map[uint32]*fidRange{}
 	g.pushSem = make(chan struct{}, pushesInFlight)
 }
 
@@ -82,7 +78,7 @@ func (g *grants) grantee(f proto.FID) (uint32, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, r := range g.out {
-		if r.seq == f.Seq && f.Oid >= r.next && f.Oid < r.end {
+		if r.seq == f.Seq && f.Oid >= r.first && f.Oid < r.end {
 			return r.coord, true
 		}
 	}
@@ -91,64 +87,8 @@ func (g *grants) grantee(f proto.FID) (uint32, bool) {
 
 func (m *MDT) registerGrants() {
 	m.grants.init()
-	rpc.HandleFunc(m.Srv, proto.MFIDGrant, m.fidGrant)
+	m.registerFIDReserve()
 	rpc.HandleFunc(m.Srv, proto.MTxnPull, m.txnPull)
-}
-
-// fidGrant hands a coordinator a range of this MDT's FIDs. The sequence
-// moves past it durably before the reply, so no FID is ever given twice.
-func (m *MDT) fidGrant(ctx context.Context, r *proto.FIDGrantReq) (any, error) {
-	if r.Count == 0 || r.Count > 1<<16 || r.Coord >= proto.MaxMDTs || r.Coord == uint32(m.cfg.Index) {
-		return nil, fmt.Errorf("mdt%d: FID grant of %d to mdt%d: %w", m.cfg.Index, r.Count, r.Coord, syscall.EINVAL)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.seq.NextOid == 0 || uint64(m.seq.NextOid)+uint64(r.Count) >= 1<<32 {
-		local := m.seq.Seq&proto.MaxLocalSeq + 1
-		if local > proto.MaxLocalSeq {
-			return nil, fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
-		}
-		m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}
-	}
-	g := fidRange{coord: r.Coord, seq: m.seq.Seq, next: m.seq.NextOid, end: m.seq.NextOid + r.Count}
-	m.seq.NextOid = g.end
-	b := m.db.NewBatch()
-	b.Set(keySeq, encode(&m.seq), nil)
-	if err := m.commit(b, true); err != nil {
-		return nil, err
-	}
-	m.grants.mu.Lock()
-	m.grants.out = append(m.grants.out, g)
-	m.grants.mu.Unlock()
-	m.grants.given.Add(1)
-	return &proto.FIDGrantReply{Seq: g.seq, First: g.next, End: g.end}, nil
-}
-
-// grantedFID takes a FID of MDT target from this MDT's grants, asking
-// target for a new range when they are used up.
-func (m *MDT) grantedFID(ctx context.Context, target uint32) (proto.FID, error) {
-	g := &m.grants
-	g.poolMu.Lock()
-	defer g.poolMu.Unlock()
-	r := g.pool[target]
-	if r == nil || r.next >= r.end {
-		c, err := m.peer(ctx, target)
-		if err != nil {
-			return proto.FID{}, err
-		}
-		rep, err := rpc.Invoke[proto.FIDGrantReply](ctx, c, proto.MFIDGrant, &proto.FIDGrantReq{Coord: uint32(m.cfg.Index), Count: grantCount})
-		if err != nil {
-			return proto.FID{}, fmt.Errorf("mdt%d: FID grant from mdt%d: %w", m.cfg.Index, target, err)
-		}
-		if f := (proto.FID{Seq: rep.Seq, Oid: rep.First}); f.MDT() != int(target) || rep.First == 0 || rep.End <= rep.First {
-			return proto.FID{}, fmt.Errorf("mdt%d: mdt%d granted [%d, %d) of sequence %#x: %w", m.cfg.Index, target, rep.First, rep.End, rep.Seq, syscall.EIO)
-		}
-		r = &fidRange{coord: uint32(m.cfg.Index), seq: rep.Seq, next: rep.First, end: rep.End}
-		g.pool[target] = r
-	}
-	f := proto.FID{Seq: r.seq, Oid: r.next}
-	r.next++
-	return f, nil
 }
 
 // remoteMkdirAsync creates a directory on MDT target under a parent here
@@ -161,7 +101,7 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	}
 	m.mu.Unlock()
 	defer m.release(r.Parent, r.Name)
-	fid, err := m.grantedFID(ctx, target)
+	fid, err := m.takeFID(ctx, target, proto.FIDPlain)
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: mkdir %q on mdt%d: %w", m.cfg.Index, r.Name, target, err)
 	}
@@ -265,11 +205,8 @@ func (e *missingInode) Unwrap() error { return syscall.ENOENT }
 // a FID this MDT granted to a coordinator pulls the record that creates
 // it, applies this MDT's part, and runs once more.
 func (m *MDT) pullOnMiss() {
-	skip := map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
-		proto.MTxnCancel: true, proto.MTxnList: true, proto.MSetParam: true, proto.GConfig: true,
-		proto.GRegister: true, rpc.MethodStats: true, proto.MFIDGrant: true, proto.MTxnPull: true}
 	for method := uint16(1); method < 256; method++ {
-		if skip[method] {
+		if peerMethods[method] {
 			continue
 		}
 		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {

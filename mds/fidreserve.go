@@ -1,0 +1,181 @@
+package mds
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// FIDs reserved for another MDT's mkdirs. A coordinator that creates a
+// directory (or a striped directory's master and stripes) on other MDTs
+// names the new objects itself, from FIDs those MDTs reserved for it in
+// advance: it needs no answer from them before it can write its record,
+// and a FID a record carries can never be handed out again after a crash,
+// because each block is durable on its MDT before it leaves. The
+// coordinator keeps what is left of each block in a pool.
+
+var (
+	keyStripedSeq = []byte("Mseq.striped")
+	keyStripeSeq  = []byte("Mseq.stripe")
+)
+
+// fidBlock is how many FIDs of a kind one reservation covers: one synced
+// batch per that many objects.
+func fidBlock(kind uint8) uint32 {
+	if kind == proto.FIDPlain {
+		return 1024
+	}
+	return 32
+}
+
+type poolKey struct {
+	mdt  uint32
+	kind uint8
+}
+
+func (m *MDT) registerFIDReserve() {
+	rpc.HandleFunc(m.Srv, proto.MReserveFIDs, func(ctx context.Context, r *proto.ReserveFIDsReq) (any, error) {
+		if r.Coord >= proto.MaxMDTs || r.Coord == uint32(m.cfg.Index) {
+			return nil, fmt.Errorf("mdt%d: reserve FIDs for mdt%d: %w", m.cfg.Index, r.Coord, syscall.EINVAL)
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		fids, err := m.reserveFIDsLocked(r.Kind, r.N, r.Coord)
+		if err != nil {
+			return nil, err
+		}
+		return &proto.ReserveFIDsReply{FIDs: fids}, nil
+	})
+}
+
+// reserveFIDsLocked hands out n consecutive FIDs of one kind, durably
+// reserved before they leave, for MDT coord (this one's own pool when
+// coord is this MDT). Plain FIDs come from the sequence every inode here
+// takes its FID from, and are remembered by coordinator so that a request
+// for one that arrives before the record creating it can pull the record
+// (mkdir_async.go). m.mu is held.
+func (m *MDT) reserveFIDsLocked(kind uint8, n, coord uint32) ([]proto.FID, error) {
+	if n == 0 || n > 4096 {
+		return nil, fmt.Errorf("mdt%d: reserve %d FIDs: %w", m.cfg.Index, n, syscall.EINVAL)
+	}
+	b := m.db.NewBatch()
+	var seq uint64
+	var first uint32
+	switch kind {
+	case proto.FIDPlain:
+		if m.seq.NextOid == 0 || uint64(m.seq.NextOid)+uint64(n) >= 1<<32 {
+			local := m.seq.Seq&proto.MaxLocalSeq + 1
+			if local > proto.MaxLocalSeq {
+				b.Close()
+				return nil, fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
+			}
+			m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}
+		}
+		seq, first = m.seq.Seq, m.seq.NextOid
+		m.seq.NextOid += n
+		b.Set(keySeq, encode(&m.seq), nil)
+	case proto.FIDStripedMaster, proto.FIDDirStripe:
+		key, local := keyStripedSeq, uint64(proto.StripedSeqLocal)
+		if kind == proto.FIDDirStripe {
+			key, local = keyStripeSeq, proto.StripeSeqLocal
+		}
+		first = 1
+		if v, closer, err := m.db.Get(key); err == nil {
+			if len(v) == 4 {
+				first = binary.BigEndian.Uint32(v)
+			}
+			closer.Close()
+		} else if !errors.Is(err, pebble.ErrNotFound) {
+			b.Close()
+			return nil, fmt.Errorf("mdt%d: reserve FIDs: %v: %w", m.cfg.Index, err, syscall.EIO)
+		}
+		if uint64(first)+uint64(n) > 1<<32 {
+			b.Close()
+			return nil, fmt.Errorf("mdt%d: striped directory FIDs exhausted: %w", m.cfg.Index, syscall.ENOSPC)
+		}
+		seq = proto.MDTSeq(m.cfg.Index, local)
+		b.Set(key, binary.BigEndian.AppendUint32(nil, first+n), nil)
+	default:
+		b.Close()
+		return nil, fmt.Errorf("mdt%d: reserve FIDs of kind %d: %w", m.cfg.Index, kind, syscall.EINVAL)
+	}
+	if err := m.commit(b, true); err != nil {
+		return nil, err
+	}
+	if kind == proto.FIDPlain && coord != uint32(m.cfg.Index) {
+		m.grants.mu.Lock()
+		m.grants.out = append(m.grants.out, fidRange{coord: coord, seq: seq, first: first, end: first + n})
+		m.grants.mu.Unlock()
+		m.grants.given.Add(1)
+	}
+	out := make([]proto.FID, n)
+	for i := range out {
+		out[i] = proto.FID{Seq: seq, Oid: first + uint32(i)}
+	}
+	return out, nil
+}
+
+// takeFID returns a FID of the given kind for an object this MDT's
+// operation creates on MDT mdt, reserving a new block when the pool has
+// none left.
+func (m *MDT) takeFID(ctx context.Context, mdt uint32, kind uint8) (proto.FID, error) {
+	k := poolKey{mdt, kind}
+	m.poolMu.Lock()
+	if p := m.fidPool[k]; len(p) > 0 {
+		f := p[0]
+		m.fidPool[k] = p[1:]
+		m.poolMu.Unlock()
+		return f, nil
+	}
+	m.poolMu.Unlock()
+	var fids []proto.FID
+	self := uint32(m.cfg.Index)
+	if mdt == self {
+		m.mu.Lock()
+		var err error
+		fids, err = m.reserveFIDsLocked(kind, fidBlock(kind), self)
+		m.mu.Unlock()
+		if err != nil {
+			return proto.FID{}, err
+		}
+	} else {
+		c, err := m.peer(ctx, mdt)
+		if err != nil {
+			return proto.FID{}, err
+		}
+		r, err := rpc.Invoke[proto.ReserveFIDsReply](ctx, c, proto.MReserveFIDs, &proto.ReserveFIDsReq{Kind: kind, N: fidBlock(kind), Coord: self})
+		if err != nil {
+			return proto.FID{}, fmt.Errorf("mdt%d: reserve FIDs on mdt%d: %w", m.cfg.Index, mdt, err)
+		}
+		for _, f := range r.FIDs {
+			if f.MDT() != int(mdt) || f.Oid == 0 || kindOf(f) != kind {
+				return proto.FID{}, fmt.Errorf("mdt%d: mdt%d reserved FID %s of the wrong kind: %w", m.cfg.Index, mdt, f, syscall.EIO)
+			}
+		}
+		fids = r.FIDs
+	}
+	if len(fids) == 0 {
+		return proto.FID{}, fmt.Errorf("mdt%d: mdt%d reserved no FIDs: %w", m.cfg.Index, mdt, syscall.EIO)
+	}
+	m.poolMu.Lock()
+	m.fidPool[k] = append(m.fidPool[k], fids[1:]...)
+	m.poolMu.Unlock()
+	return fids[0], nil
+}
+
+func kindOf(f proto.FID) uint8 {
+	switch {
+	case f.IsDirStripe():
+		return proto.FIDDirStripe
+	case f.IsStripedDir():
+		return proto.FIDStripedMaster
+	}
+	return proto.FIDPlain
+}
