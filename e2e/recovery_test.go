@@ -167,17 +167,15 @@ func TestMDTRecoveryEvictsLostClient(t *testing.T) {
 	mdt := c.MDTs[0]
 	_, ma := c.MountAt("clientA")
 	pb, mb := c.MountAt("clientB")
-	// A works first, then B. (Interleaved, A's replayed creates would get
-	// other FIDs than at first, since the MDT allocates FIDs in replay
-	// order and B's allocations are not replayed, and A's later setattr
-	// and close of the first FIDs would fail: see the README's limits.)
+	// Interleaved: B's creates, which are never replayed, take FIDs
+	// between A's. A's replayed creates must get their first FIDs back
+	// (the replay carries its first reply), or A's later setattr and
+	// close of those FIDs would fail and its files read back empty.
+	must(t, os.Mkdir(filepath.Join(mb, "b"), 0o755))
 	must(t, os.Mkdir(filepath.Join(ma, "a"), 0o755))
 	for i := 0; i < 5; i++ {
-		writeFile(t, filepath.Join(ma, "a", fmt.Sprint(i)), []byte(fmt.Sprint("A", i)))
-	}
-	must(t, os.Mkdir(filepath.Join(mb, "b"), 0o755))
-	for i := 0; i < 5; i++ {
 		writeFile(t, filepath.Join(mb, "b", fmt.Sprint(i)), []byte(fmt.Sprint("B", i)))
+		writeFile(t, filepath.Join(ma, "a", fmt.Sprint(i)), []byte(fmt.Sprint("A", i)))
 	}
 	c.Kill9(pb)
 	_ = exec.Command("fusermount3", "-u", "-z", mb).Run()

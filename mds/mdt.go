@@ -429,6 +429,52 @@ func (m *MDT) allocFID(b *pebble.Batch) (proto.FID, error) {
 	return f, nil
 }
 
+// childFID is the FID for a new inode. A create replayed after a restart
+// gets the FID its first reply gave, if that is this MDT's and still
+// free: the client already uses it (the kernel's inode, later requests,
+// OST objects), and allocation order alone does not bring it back when
+// changes before it were lost with an evicted client. m.mu is held.
+func (m *MDT) childFID(ctx context.Context, b *pebble.Batch) (proto.FID, error) {
+	if first, ok := firstAttr(ctx); ok {
+		f := first.FID
+		if f.MDT() == m.cfg.Index && f.Oid != 0 && kindOf(f) == proto.FIDPlain {
+			if _, err := m.getInode(f); errors.Is(err, syscall.ENOENT) {
+				m.claimFID(b, f)
+				return f, nil
+			}
+		}
+	}
+	return m.allocFID(b)
+}
+
+// firstAttr returns the attributes the first reply to a replayed create
+// carried.
+func firstAttr(ctx context.Context) (proto.Attr, bool) {
+	raw := rpc.FirstReply(ctx)
+	if raw == nil {
+		return proto.Attr{}, false
+	}
+	var r proto.AttrReply
+	if err := wire.Unmarshal(raw, &r); err != nil {
+		return proto.Attr{}, false
+	}
+	return r.Attr, true
+}
+
+// claimFID moves the allocator past f, a FID handed out before a crash
+// and now given again. m.mu is held.
+func (m *MDT) claimFID(b *pebble.Batch, f proto.FID) {
+	switch {
+	case f.Seq > m.seq.Seq:
+		m.seq = seqState{Seq: f.Seq, NextOid: f.Oid + 1}
+	case f.Seq == m.seq.Seq && f.Oid >= m.seq.NextOid && m.seq.NextOid != 0:
+		m.seq.NextOid = f.Oid + 1
+	default:
+		return
+	}
+	b.Set(keySeq, encode(&m.seq), nil)
+}
+
 // newInode stores a freshly allocated inode.
 func (m *MDT) newInode(b *pebble.Batch, n *inode) {
 	m.markFresh(inodeKey(n.Attr.FID))

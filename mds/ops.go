@@ -156,8 +156,8 @@ func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
 
 // newChild prepares a new inode in dir: FID, owner (a setgid directory
 // passes on its group, and to subdirectories its setgid bit) and times.
-func (m *MDT) newChild(b *pebble.Batch, dir *inode, mode uint32, c proto.Caller) (*inode, error) {
-	fid, err := m.allocFID(b)
+func (m *MDT) newChild(ctx context.Context, b *pebble.Batch, dir *inode, mode uint32, c proto.Caller) (*inode, error) {
+	fid, err := m.childFID(ctx, b)
 	if err != nil {
 		return nil, err
 	}
@@ -241,13 +241,16 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(b, dir, r.Mode, r.Caller)
+	n, err := m.newChild(ctx, b, dir, r.Mode, r.Caller)
 	if err != nil {
 		return nil, err
 	}
 	n.Attr.Rdev = r.Rdev
 	if r.Mode&sIFMT == sIFREG {
-		if n.Attr.Layout, err = m.chooseLayout(ctx, dir, r.Layout); err != nil {
+		if first, ok := firstAttr(ctx); ok && first.FID == n.Attr.FID && m.layoutFits(ctx, first.Layout) {
+			// A replayed create keeps the objects its data went to.
+			n.Attr.Layout = first.Layout
+		} else if n.Attr.Layout, err = m.chooseLayout(ctx, dir, r.Layout); err != nil {
 			return nil, err
 		}
 	}
@@ -260,6 +263,22 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 		m.opens[n.Attr.FID]++
 	}
 	return &proto.AttrReply{Attr: n.Attr}, nil
+}
+
+// layoutFits reports whether l, a layout this MDT gave out before a
+// restart, is still a valid one for this filesystem's OSTs.
+func (m *MDT) layoutFits(ctx context.Context, l proto.Layout) bool {
+	cfg, err := m.config(ctx)
+	if err != nil || len(l.OSTs) == 0 || l.CheckFile() != nil {
+		return false
+	}
+	n := numOSTs(cfg)
+	for _, o := range l.OSTs {
+		if int(o) >= n {
+			return false
+		}
+	}
+	return true
 }
 
 // chooseLayout instantiates a new file's layout: the request's, else the
@@ -334,7 +353,7 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 		return m.remoteMkdir(ctx, r, dir, target) // releases m.mu
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(b, dir, sIFDIR|r.Mode&0o7777, r.Caller)
+	n, err := m.newChild(ctx, b, dir, sIFDIR|r.Mode&0o7777, r.Caller)
 	if err != nil {
 		return nil, err
 	}
@@ -366,7 +385,7 @@ func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(b, dir, sIFLNK|0o777, r.Caller)
+	n, err := m.newChild(ctx, b, dir, sIFLNK|0o777, r.Caller)
 	if err != nil {
 		return nil, err
 	}

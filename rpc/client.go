@@ -50,6 +50,7 @@ type Call struct {
 
 	transno, committed uint64 // from the reply header
 	replayOf           uint64 // a replay: the transno before the restart
+	replyMsg           []byte // the reply's message, kept with a change for its replay
 
 	done chan struct{}
 	err  error
@@ -99,6 +100,7 @@ type keptCall struct {
 	method  uint16
 	msg     []byte
 	xid     uint64
+	reply   []byte // the first reply's message: a replay carries it (see FlagReplay)
 }
 
 // NewClient returns a client for addr; it connects on first use.
@@ -374,6 +376,9 @@ func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) erro
 	}
 	for i, k := range todo {
 		call := &Call{Method: k.method, Req: RawMsg(k.msg), XID: k.xid, Replay: true, replayOf: k.transno}
+		if len(k.reply) > 0 {
+			call.BulkOut = [][]byte{k.reply}
+		}
 		err := c.do(ctx, cc, call)
 		if errors.Is(err, ErrDisconnected) || errors.Is(err, errClosed) || errors.Is(err, syscall.ESHUTDOWN) {
 			// The server went away (or is stopping) again: the change is
@@ -423,7 +428,7 @@ func (c *Client) keep(call *Call, msg []byte) {
 	if !call.Replay || call.transno == 0 || call.transno <= c.committed {
 		return
 	}
-	k := keptCall{transno: call.transno, method: call.Method, msg: msg, xid: call.XID}
+	k := keptCall{transno: call.transno, method: call.Method, msg: msg, xid: call.XID, reply: call.replyMsg}
 	i := sort.Search(len(c.kept), func(i int) bool { return c.kept[i].transno > k.transno })
 	c.kept = append(c.kept, keptCall{})
 	copy(c.kept[i+1:], c.kept[i:])
@@ -597,6 +602,9 @@ func (cc *clientConn) readReply(r *bufio.Reader, h Header, call *Call) error {
 		return nil
 	}
 	call.transno, call.committed = h.Transno, h.Committed
+	if call.Replay && h.Status == 0 && h.Transno != 0 {
+		call.replyMsg = msg // kept for a replay; msg is this call's own
+	}
 	switch {
 	case h.Status > 0:
 		call.err = syscall.Errno(h.Status)

@@ -44,7 +44,10 @@ const (
 	FlagKept uint8 = 1 << 0
 	// FlagReplay marks a change an earlier start of the server answered,
 	// sent again after a restart; the header's Transno is the transno that
-	// start gave it, by which replays of all clients are ordered.
+	// start gave it, by which replays of all clients are ordered, and the
+	// bulk carries that start's reply message (FirstReply), so that the
+	// change can be made again as it was: a create gets the FID the client
+	// already uses. Only changes without bulk of their own are kept.
 	FlagReplay uint8 = 1 << 1
 )
 

@@ -344,10 +344,18 @@ func startReplayServer(t *testing.T, addr string, first uint64) (*replayServer, 
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
 		c, _ := CallerFrom(ctx)
-		rs.log = append(rs.log, fmt.Sprintf("flags=%d old=%d kept=%v", r.Flags, r.Transno, c.Kept))
+		first := int64(-1) // the N of the first reply, which a replay carries
+		if b := FirstReply(ctx); b != nil {
+			var fr echoResp
+			if err := wire.Unmarshal(b, &fr); err != nil {
+				return Reply{}, err
+			}
+			first = fr.N
+		}
+		rs.log = append(rs.log, fmt.Sprintf("flags=%d old=%d kept=%v first=%d", r.Flags, r.Transno, c.Kept, first))
 		rs.next++
 		SetTransno(ctx, rs.next)
-		return Reply{Msg: &echoResp{}}, nil
+		return Reply{Msg: &echoResp{N: int64(rs.next)}}, nil
 	})
 	rs.s.Handle(MethodReplayDone, func(ctx context.Context, r *Request) (Reply, error) {
 		rs.mu.Lock()
@@ -368,7 +376,7 @@ func startReplayServer(t *testing.T, addr string, first uint64) (*replayServer, 
 // TestReplayAfterRestart: a Replay client keeps uncommitted changes, and
 // when the server restarts it reconnects by itself (no call of its own),
 // replays them in transno order flagged as replays with their old
-// transnos, then says replay done.
+// transnos and first replies, then says replay done.
 func TestReplayAfterRestart(t *testing.T) {
 	rs, addr := startReplayServer(t, "127.0.0.1:0", 100)
 	c := NewClient(addr, "t")
@@ -393,13 +401,13 @@ func TestReplayAfterRestart(t *testing.T) {
 	rs2.mu.Lock()
 	got := fmt.Sprint(rs2.log)
 	rs2.mu.Unlock()
-	want := fmt.Sprint([]string{"flags=3 old=101 kept=true", "flags=3 old=102 kept=true", "flags=3 old=103 kept=true", "done"})
+	want := fmt.Sprint([]string{"flags=3 old=101 kept=true first=101", "flags=3 old=102 kept=true first=102", "flags=3 old=103 kept=true first=103", "done"})
 	if got != want {
 		t.Fatalf("after restart the server saw\n %s\nwant\n %s", got, want)
 	}
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if rs.log[0] != "flags=1 old=0 kept=true" || rs.log[3] != "flags=0 old=0 kept=false" {
+	if rs.log[0] != "flags=1 old=0 kept=true first=-1" || rs.log[3] != "flags=0 old=0 kept=false first=-1" {
 		t.Fatalf("first start saw %v", rs.log)
 	}
 	if n := c.Replayed.Load(); n != 3 {

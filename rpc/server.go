@@ -36,6 +36,15 @@ type callerKey struct{}
 
 type transnoKey struct{}
 
+type firstReplyKey struct{}
+
+// FirstReply returns, for a replayed change (FlagReplay), the message of
+// the reply the server's earlier start gave it; nil otherwise.
+func FirstReply(ctx context.Context) []byte {
+	b, _ := ctx.Value(firstReplyKey{}).([]byte)
+	return b
+}
+
 // SetTransno records the transno of the change a handler made; the reply
 // carries it so the client can replay the change if it is lost.
 func SetTransno(ctx context.Context, t uint64) {
@@ -274,6 +283,10 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0})
 	var transno uint64
 	ctx = context.WithValue(ctx, transnoKey{}, &transno)
+	if req.Flags&FlagReplay != 0 && len(req.Bulk) > 0 {
+		ctx = context.WithValue(ctx, firstReplyKey{}, req.Bulk)
+		req.Bulk = nil
+	}
 	if h.TimeoutMs > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(h.TimeoutMs)*time.Millisecond)
