@@ -234,32 +234,24 @@ func (m *MDT) gateClients() {
 		return rpc.Reply{}, nil
 	})
 	m.Srv.Handle(rpc.MethodDisconnect, m.disconnect)
-	for method := uint16(1); method < 256; method++ {
-		if windowOpen[method] {
-			continue
+	m.wrapMethods(windowOpen, func(next rpc.Handler) rpc.Handler {
+		return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+			if r.Flags&rpc.FlagReplay != 0 {
+				return m.replay(ctx, r, next)
+			}
+			if m.win.open.Load() {
+				if err := m.admit(ctx); err != nil {
+					return rpc.Reply{}, err
+				}
+			}
+			if r.Flags&rpc.FlagKept != 0 {
+				if err := m.registerClient(r.Client, r.Name); err != nil {
+					return rpc.Reply{}, err
+				}
+			}
+			return next(ctx, r)
 		}
-		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {
-			if next == nil {
-				return nil
-			}
-			return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
-				if r.Flags&rpc.FlagReplay != 0 {
-					return m.replay(ctx, r, next)
-				}
-				if m.win.open.Load() {
-					if err := m.admit(ctx); err != nil {
-						return rpc.Reply{}, err
-					}
-				}
-				if r.Flags&rpc.FlagKept != 0 {
-					if err := m.registerClient(r.Client, r.Name); err != nil {
-						return rpc.Reply{}, err
-					}
-				}
-				return next(ctx, r)
-			}
-		})
-	}
+	})
 }
 
 // admit holds a request that is not a replay while the window is open.

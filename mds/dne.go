@@ -690,6 +690,17 @@ func (m *MDT) reserve(dir proto.FID, name string) error {
 	return nil
 }
 
+// startOp begins a distributed operation on name in dir, which this MDT
+// coordinates: it reserves the name and takes the operation's ID. m.mu is
+// held on entry and released whatever happens; done gives the name back.
+func (m *MDT) startOp(dir proto.FID, name string) (id dtx.OpID, done func(), err error) {
+	defer m.mu.Unlock()
+	if err := m.reserve(dir, name); err != nil {
+		return dtx.OpID{}, nil, err
+	}
+	return m.nextOpID(), func() { m.release(dir, name) }, nil
+}
+
 func (m *MDT) release(dir proto.FID, name string) {
 	m.mu.Lock()
 	delete(m.pending, string(direntKey(dir, name)))
@@ -709,15 +720,13 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 	if !m.remoteSync.Load() {
 		return m.remoteMkdirAsync(ctx, r, dir, target)
 	}
-	if err := m.reserve(r.Parent, r.Name); err != nil {
-		m.mu.Unlock()
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
 		return nil, err
 	}
-	id := m.nextOpID()
+	defer done()
 	t := now()
 	child := newRemoteDir(r, dir, t)
-	m.mu.Unlock()
-	defer m.release(r.Parent, r.Name)
 	rec := &dtx.Record{ID: id, Op: "mkdir", Started: t, Updates: []dtx.Update{
 		{Kind: dtx.CreateInode, MDT: target, Inode: encode(child)},
 		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, Mode: sIFDIR},
@@ -749,13 +758,11 @@ func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (a
 		m.mu.Unlock()
 		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
 	}
-	if err := m.reserve(r.Parent, r.Name); err != nil {
-		m.mu.Unlock()
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
 		return nil, err
 	}
-	id := m.nextOpID()
-	m.mu.Unlock()
-	defer m.release(r.Parent, r.Name)
+	defer done()
 	t := now()
 	rec := &dtx.Record{ID: id, Op: "rmdir", Started: t, Updates: []dtx.Update{
 		{Kind: dtx.DeleteInode, MDT: uint32(d.FID.MDT()), FID: d.FID},
@@ -1048,25 +1055,32 @@ var peerMethods = map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true,
 	proto.MStripeFreeze: true, proto.MSetParam: true, proto.GConfig: true, proto.GRegister: true,
 	rpc.MethodStats: true}
 
-// gateRecovery holds client requests until recovery is over (or its
-// window has passed); requests between MDTs pass, since peers recover too.
-func (m *MDT) gateRecovery() {
+// wrapMethods wraps the handler of every registered method not in skip.
+func (m *MDT) wrapMethods(skip map[uint16]bool, wrap func(rpc.Handler) rpc.Handler) {
 	for method := uint16(1); method < 256; method++ {
-		if peerMethods[method] {
+		if skip[method] {
 			continue
 		}
 		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {
 			if next == nil {
 				return nil
 			}
-			return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
-				select {
-				case <-m.recovered:
-				case <-ctx.Done():
-					return rpc.Reply{}, ctx.Err()
-				}
-				return next(ctx, r)
-			}
+			return wrap(next)
 		})
 	}
+}
+
+// gateRecovery holds client requests until recovery is over (or its
+// window has passed); requests between MDTs pass, since peers recover too.
+func (m *MDT) gateRecovery() {
+	m.wrapMethods(peerMethods, func(next rpc.Handler) rpc.Handler {
+		return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+			select {
+			case <-m.recovered:
+			case <-ctx.Done():
+				return rpc.Reply{}, ctx.Err()
+			}
+			return next(ctx, r)
+		}
+	})
 }

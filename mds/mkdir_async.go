@@ -205,34 +205,26 @@ func (e *missingInode) Unwrap() error { return syscall.ENOENT }
 // a FID this MDT granted to a coordinator pulls the record that creates
 // it, applies this MDT's part, and runs once more.
 func (m *MDT) pullOnMiss() {
-	for method := uint16(1); method < 256; method++ {
-		if peerMethods[method] {
-			continue
+	m.wrapMethods(peerMethods, func(next rpc.Handler) rpc.Handler {
+		return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+			rep, err := next(ctx, r)
+			var mi *missingInode
+			if err == nil || !errors.As(err, &mi) {
+				return rep, err
+			}
+			coord, ok := m.grants.grantee(mi.fid)
+			if !ok {
+				return rep, err
+			}
+			if applied, perr := m.pull(ctx, coord, mi.fid); perr != nil || !applied {
+				if perr != nil {
+					log.Printf("mdt%d: pull of %s from mdt%d: %v", m.cfg.Index, mi.fid, coord, perr)
+				}
+				return rep, err
+			}
+			return next(ctx, r)
 		}
-		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {
-			if next == nil {
-				return nil
-			}
-			return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
-				rep, err := next(ctx, r)
-				var mi *missingInode
-				if err == nil || !errors.As(err, &mi) {
-					return rep, err
-				}
-				coord, ok := m.grants.grantee(mi.fid)
-				if !ok {
-					return rep, err
-				}
-				if applied, perr := m.pull(ctx, coord, mi.fid); perr != nil || !applied {
-					if perr != nil {
-						log.Printf("mdt%d: pull of %s from mdt%d: %v", m.cfg.Index, mi.fid, coord, perr)
-					}
-					return rep, err
-				}
-				return next(ctx, r)
-			}
-		})
-	}
+	})
 }
 
 // pull fetches and applies the record creating f from coordinator coord;

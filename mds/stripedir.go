@@ -197,11 +197,11 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 		m.mu.Unlock()
 		return nil, fmt.Errorf("mdt%d: mkdir %q: stripe count %d, but there are %d MDTs: %w", m.cfg.Index, r.Name, count, n, syscall.EINVAL)
 	}
-	if err := m.reserve(r.Parent, r.Name); err != nil {
-		m.mu.Unlock()
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
 		return nil, err
 	}
-	id := m.nextOpID()
+	defer done()
 	t := now()
 	attr := proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid, Atime: t, Mtime: t, Ctime: t}
 	if dir.Attr.Mode&sISGID != 0 {
@@ -209,8 +209,6 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 		attr.Mode |= sISGID
 	}
 	parent, defLayout, defDir := dirParentOf(dir), dir.DefLayout, dir.DefDir
-	m.mu.Unlock()
-	defer m.release(r.Parent, r.Name)
 
 	master, err := m.takeFID(ctx, first, proto.FIDStripedMaster)
 	if err != nil {
@@ -256,13 +254,11 @@ func (m *MDT) stripedRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (
 		m.mu.Unlock()
 		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
 	}
-	if err := m.reserve(r.Parent, r.Name); err != nil {
-		m.mu.Unlock()
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
 		return nil, err
 	}
-	id := m.nextOpID()
-	m.mu.Unlock()
-	defer m.release(r.Parent, r.Name)
+	defer done()
 	l, err := m.fetchLMV(ctx, d.FID)
 	if err != nil {
 		return nil, err

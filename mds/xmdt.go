@@ -70,13 +70,11 @@ func (m *MDT) remoteUnlink(ctx context.Context, r *proto.UnlinkReq, d *dirent) (
 		m.mu.Unlock()
 		return nil, m.errorf("rmdir", r.Name, syscall.ENOTDIR)
 	}
-	if err := m.reserve(r.Parent, r.Name); err != nil {
-		m.mu.Unlock()
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
 		return nil, err
 	}
-	id := m.nextOpID()
-	m.mu.Unlock()
-	defer m.release(r.Parent, r.Name)
+	defer done()
 	t := now()
 	rec := &dtx.Record{ID: id, Op: "unlink", Started: t, Updates: dtx.Unlink(r.Parent, r.Name, d.FID, d.Mode, t)}
 	res, err := m.runTxn(ctx, rec, "unlink")
@@ -94,13 +92,11 @@ func (m *MDT) remoteUnlink(ctx context.Context, r *proto.UnlinkReq, d *dirent) (
 // remoteLink names here an inode that lives on another MDT. The caller
 // checked that the name is free; m.mu is held on entry and released.
 func (m *MDT) remoteLink(ctx context.Context, r *proto.LinkReq) (any, error) {
-	if err := m.reserve(r.Parent, r.Name); err != nil {
-		m.mu.Unlock()
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
 		return nil, err
 	}
-	id := m.nextOpID()
-	m.mu.Unlock()
-	defer m.release(r.Parent, r.Name)
+	defer done()
 	t := now()
 	rec := &dtx.Record{ID: id, Op: "link", Started: t, Updates: dtx.Link(r.Parent, r.Name, r.FID, 0, t)}
 	res, err := m.runTxn(ctx, rec, "link")

@@ -76,7 +76,7 @@ var methodNames = map[uint16]string{
 	MStatfs: "statfs", MOpen: "open", MClose: "close", MSync: "sync",
 	MOrphans: "orphans", MDestroyDone: "destroy_done",
 	MTxnApply: "txn_apply", MTxnStatus: "txn_status", MTxnRedo: "txn_redo", MTxnCancel: "txn_cancel", MSetParam: "set_param", MTxnList: "txn_list",
-	MTxnPull: "txn_pull",
+	MTxnPull:     "txn_pull",
 	MReserveFIDs: "reserve_fids", MStripeFreeze: "stripe_freeze",
 	MScanInodes: "scan_inodes", MScanDirents: "scan_dirents", MFsckFix: "fsck_fix",
 	MQuotaLimits: "quota_limits", MQuotaAcquire: "quota_acquire", MQuotaGet: "quota_get", MOwner: "owner",
