@@ -410,10 +410,6 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		}
 		return rpc.Reply{Msg: &proto.OWriteReply{Size: end}}, nil
 	}
-	// The filesystem may add a block of its own (an extent-tree block)
-	// as it allocates; with the disk write started at once, st_blocks
-	// shows it right after the write, so the reservation covers it.
-	est += o.ext.blockSize
 	rep, err := o.allocatingWrite(ctx, &req, r.Bulk, of, est)
 	if err != nil {
 		return rep, err
