@@ -266,9 +266,11 @@ func TestOSTFullENOSPC(t *testing.T) {
 	wantErrno(t, "writing past the OST's capacity", err, syscall.ENOSPC)
 	sp := ostSpace(t, ost0)
 	// Usage is what the filesystem allocated (st_blocks), which may hold
-	// a block of its own (ext4's extent tree) past the data it admitted.
+	// a block of its own (ext4's extent tree) past the data it admitted,
+	// and a grant given just before that block showed may pass by less
+	// than another.
 	const fsBlock = 4096
-	if sp.SpaceUsed > 16<<20+fsBlock || sp.SpaceUsed+sp.SpaceGranted > 16<<20+fsBlock {
+	if sp.SpaceUsed > 16<<20+fsBlock || sp.SpaceUsed+sp.SpaceGranted > 16<<20+2*fsBlock {
 		t.Errorf("OST used %d and granted %d of 16 MiB", sp.SpaceUsed, sp.SpaceGranted)
 	}
 	got := make([]byte, 8<<20)
@@ -284,12 +286,18 @@ func TestOSTFullENOSPC(t *testing.T) {
 	// did not fit is written by the next fsync, and nothing is lost.
 	var e proto.Empty
 	must(t, ostCall(t, ost0, proto.OSetParam, &proto.OSetParamReq{Name: "capacity", Value: strconv.Itoa(64 << 20)}, &e))
-	if err := f.Sync(); err != nil {
-		// A background retry that failed before the OST grew is reported
-		// once (errors of background flushes go to the next fsync); the
-		// data is still cached, and the fsync after must write it.
+	// Background retries that failed before the OST grew are reported by
+	// the next fsyncs (errors of background flushes are never dropped);
+	// the data stays cached, and within a few fsyncs it is written.
+	for try := 0; ; try++ {
+		err := f.Sync()
+		if err == nil {
+			break
+		}
 		wantErrno(t, "fsync reporting a background flush that failed before the OST grew", err, syscall.ENOSPC)
-		must(t, f.Sync())
+		if try == 4 {
+			t.Fatalf("fsync still fails after the OST grew: %v", err)
+		}
 	}
 	all := make([]byte, 24<<20)
 	_, err = f.ReadAt(all, 0)
