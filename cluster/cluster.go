@@ -146,6 +146,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 			return nil, err
 		}
 		c.osts = append(c.osts, o)
+		rpc.SetLocal(l, o) // a mount in this process may read its objects directly
 		go o.Serve(l)
 		if err := mds.Register(ctx, c.MGS, proto.Target{Kind: proto.KindOST, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
 			c.Close()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stripefs/stripefs/internal/testcluster"
 	"github.com/stripefs/stripefs/stats"
 )
 
@@ -279,5 +281,90 @@ func TestFailedFlushReported(t *testing.T) {
 	got := readFile(t, path)
 	if !bytes.Equal(got, append(first, second...)) {
 		t.Fatalf("after the OST came back the file holds %d bytes, not the %d written", len(got), len(first)+len(second))
+	}
+}
+
+// TestUpLocalReads reads files through the mount of `stripefs up`, whose
+// OSTs lend their object files to the mount (spliced to the kernel, as a
+// loopback mount's reads are): whole and partial stripe units, holes,
+// tails past the objects' data, unflushed data, and files cut while
+// open all read back byte-exact, and the lent reads are counted.
+func TestUpLocalReads(t *testing.T) {
+	dir := t.TempDir()
+	data, mnt := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
+	cmd := startUp(t, data, mnt, "--mdts", "1", "--osts", "2")
+	defer stopUp(t, cmd)
+	d := filepath.Join(mnt, "d")
+	must(t, os.Mkdir(d, 0o755))
+	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "setstripe", "-c", "2", "-S", "64k", d)
+
+	type file struct {
+		name string
+		make func(path string) []byte // writes the file, returns its content
+	}
+	write := func(path string, size int, at ...int64) []byte {
+		want := make([]byte, size)
+		f, err := os.Create(path)
+		must(t, err)
+		defer f.Close()
+		for _, off := range at {
+			n := min(int64(size)-off, 100<<10)
+			pattern(want[off:off+n], off, 7)
+			_, err := f.WriteAt(want[off:off+n], off)
+			must(t, err)
+		}
+		must(t, f.Truncate(int64(size)))
+		must(t, f.Sync())
+		return want
+	}
+	files := []file{
+		{"empty", func(p string) []byte { return write(p, 0) }},
+		{"one", func(p string) []byte { return write(p, 1, 0) }},
+		{"unit", func(p string) []byte { return write(p, 64<<10, 0) }},
+		{"unit+1", func(p string) []byte { return write(p, 64<<10+1, 0) }},
+		{"hole", func(p string) []byte { return write(p, 1<<20, 0, 600<<10) }},         // data, hole, data
+		{"tail", func(p string) []byte { return write(p, 3<<20, 0) }},                  // truncated up past the data
+		{"big", func(p string) []byte { return write(p, 4<<20, 0, 100<<10, 200<<10) }}, // ...and more of it
+	}
+	for _, fl := range files {
+		path := filepath.Join(d, fl.name)
+		want := fl.make(path)
+		f, err := os.Open(path)
+		must(t, err)
+		must(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)) // read through the daemon, not the page cache
+		got, err := io.ReadAll(f)
+		f.Close()
+		must(t, err)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %d bytes, want %d, equal %v", fl.name, len(got), len(want), bytes.Equal(got, want))
+		}
+	}
+	if n := clientCounter(t, mnt, "local_reads"); n == 0 {
+		t.Fatal("no read was lent by an OST of the up process")
+	}
+	// Unflushed data is read from the client's cache, not the objects.
+	path := filepath.Join(d, "dirty")
+	want := write(path, 200<<10, 0)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	patch := bytes.Repeat([]byte("new"), 10000)
+	_, err = f.WriteAt(patch, 70<<10)
+	must(t, err)
+	copy(want[70<<10:], patch)
+	must(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+	got := make([]byte, len(want))
+	_, err = f.ReadAt(got, 0)
+	must(t, err)
+	if !bytes.Equal(got, want) {
+		t.Fatal("unflushed data read back wrong")
+	}
+	// Cut while open: what is read stops at the new size.
+	must(t, f.Truncate(100<<10))
+	must(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+	got, err = io.ReadAll(io.NewSectionReader(f, 0, 1<<20))
+	must(t, err)
+	if !bytes.Equal(got, want[:100<<10]) {
+		t.Fatalf("after truncate: read %d bytes, want %d", len(got), 100<<10)
 	}
 }

@@ -109,57 +109,64 @@ func TestServerRestartUnderMount(t *testing.T) {
 // TestUpStopStart runs `stripefs up`, stops it with SIGTERM, starts it on
 // the same data directory and finds everything again.
 func TestUpStopStart(t *testing.T) {
-	bin := testcluster.Binary(t)
 	dir := t.TempDir()
 	data, mnt := filepath.Join(dir, "data"), filepath.Join(dir, "mnt")
-	up := func() *exec.Cmd {
-		cmd := exec.Command(bin, "up", "--data", data, "--mount", mnt)
-		out, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = os.Stderr
-		must(t, cmd.Start())
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "stripefs up:") {
-				go func() {
-					for sc.Scan() {
-					}
-				}()
-				return cmd
-			}
-		}
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatal("stripefs up never reported ready")
-		return nil
-	}
-	stop := func(cmd *exec.Cmd) {
-		must(t, cmd.Process.Signal(syscall.SIGTERM))
-		errc := make(chan error, 1)
-		go func() { errc <- cmd.Wait() }()
-		select {
-		case err := <-errc:
-			if err != nil {
-				t.Fatalf("stripefs up exited with %v after SIGTERM", err)
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Fatal("stripefs up did not stop on SIGTERM")
-		}
-	}
-	cmd := up()
+	cmd := startUp(t, data, mnt)
 	var st syscall.Statfs_t
 	must(t, syscall.Statfs(mnt, &st))
 	if st.Type != 0x65735546 { // FUSE_SUPER_MAGIC
 		t.Fatalf("stripefs up reported ready but %s is not a FUSE mount", mnt)
 	}
 	want := writeTree(t, mnt)
-	stop(cmd)
+	stopUp(t, cmd)
 	must(t, syscall.Statfs(mnt, &st))
 	if st.Type == 0x65735546 { // FUSE_SUPER_MAGIC
 		t.Fatal("still mounted after stripefs up stopped")
 	}
-	cmd = up()
-	defer stop(cmd)
+	cmd = startUp(t, data, mnt)
+	defer stopUp(t, cmd)
 	checkTree(t, mnt, want)
+}
+
+// startUp runs `stripefs up` on data and mnt (with extra flags) and
+// returns once it reports ready.
+func startUp(t *testing.T, data, mnt string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(testcluster.Binary(t), append([]string{"up", "--data", data, "--mount", mnt}, args...)...)
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	cmd.Stderr = os.Stderr
+	must(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "stripefs up:") {
+			go func() {
+				for sc.Scan() {
+				}
+			}()
+			return cmd
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatal("stripefs up never reported ready")
+	return nil
+}
+
+// stopUp stops a `stripefs up` as Ctrl-C would, and checks it exits
+// cleanly.
+func stopUp(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("stripefs up exited with %v after SIGTERM", err)
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("stripefs up did not stop on SIGTERM")
+	}
 }

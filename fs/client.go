@@ -40,6 +40,9 @@ type Options struct {
 	// (bytes; negative turns read-ahead off), and MaxReadAheadTotal bounds
 	// the read-ahead data of the whole mount.
 	ReadAhead, MaxReadAheadTotal int64
+	// NoLocalReads keeps reads on the RPC even when an OST is in this
+	// process (stripefs up lends its object files to the mount: view.go).
+	NoLocalReads bool
 	// DropECWrite, if set, is asked before each unit write of an
 	// erasure-coded row and drops the write (reporting success) when it
 	// returns true: a fault seam for crash tests, never set otherwise.

@@ -244,14 +244,14 @@ func TestReadAheadLoans(t *testing.T) {
 	for pass := 0; pass < 3; pass++ {
 		for off := int64(0); off < int64(len(want)); off += step {
 			buf := make([]byte, step)
-			b, done, err := h.ReadView(ctx, buf, off)
+			v, err := h.ReadView(ctx, buf, off)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(b) > 0 && &b[0] != &buf[0] {
+			if len(v.Data) > 0 && &v.Data[0] != &buf[0] {
 				lent++
 			}
-			loans = append(loans, loan{off, b, done})
+			loans = append(loans, loan{off, v.Data, v.Release})
 			if len(loans) > 24 { // about six chunks' worth outstanding
 				if err := check(loans[0]); err != nil {
 					t.Fatal(err)

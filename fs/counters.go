@@ -13,6 +13,7 @@ type counters struct {
 	ecUnrecoverable      atomic.Int64 // EC rows a reader could not rebuild (EIO)
 	readaheadHits        atomic.Int64
 	readaheadBytes       atomic.Int64
+	localReads           atomic.Int64 // reads lent from an OST's object file in this process (view.go)
 	peakDirty            atomic.Int64
 }
 
@@ -38,5 +39,6 @@ func (c *Client) Counters() []Counter {
 		{"ec_unrecoverable_reads", c.counters.ecUnrecoverable.Load()},
 		{"readahead_hits", c.counters.readaheadHits.Load()},
 		{"readahead_bytes", c.counters.readaheadBytes.Load()},
+		{"local_reads", c.counters.localReads.Load()},
 	}
 }

@@ -120,25 +120,24 @@ func (f *File) Size() uint64 {
 // ReadAt reads up to len(p) bytes at off; it returns fewer at end of file.
 // Holes and the unwritten tails of objects read as zeros.
 func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
-	b, done, err := f.ReadView(ctx, p, off)
+	v, err := f.ReadView(ctx, p, off)
 	if err != nil {
 		return 0, err
 	}
-	if len(b) > 0 && &b[0] != &p[0] {
-		copy(p, b)
+	defer v.Release()
+	if v.File == 0 && len(v.Data) > 0 && &v.Data[0] == &p[0] {
+		return len(v.Data), nil
 	}
-	done()
-	return len(b), nil
+	return v.CopyTo(p)
 }
 
-// ReadView is ReadAt that may answer with a slice of data the client
-// already holds (a chunk read ahead) instead of copying it into p. The
-// caller must not write to the result, and calls done once it no longer
-// uses it (the buffer then goes back to a pool).
-func (f *File) ReadView(ctx context.Context, p []byte, off int64) (b []byte, done func(), err error) {
-	done = func() {}
+// ReadView is ReadAt that may answer with data the client already holds
+// (a chunk read ahead) or can lend (an object file of an OST in this
+// process) instead of copying it into p; see View. The caller releases
+// the view once it no longer uses it.
+func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) {
 	if off < 0 {
-		return nil, done, syscall.EINVAL
+		return View{}, syscall.EINVAL
 	}
 	st := f.st
 	st.mu.Lock()
@@ -148,19 +147,25 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (b []byte, don
 	if uint64(off) < size {
 		n := int(min(uint64(len(p)), size-uint64(off)))
 		pending = st.overlayDirty(p[:n], off)
+		if len(pending) == 0 {
+			if v, ok := f.c.localView(st, lay, off, n); ok {
+				st.mu.Unlock()
+				return v, nil
+			}
+		}
 		ahead = f.c.noteRead(st, off, n)
 	}
 	chunkSize := st.wb.size
 	st.mu.Unlock()
 	defer unrefAll(ahead)
 	if uint64(off) >= size {
-		return p[:0], done, nil
+		return View{Data: p[:0]}, nil
 	}
 	n := int(min(uint64(len(p)), size-uint64(off)))
 	p = p[:n]
 	if len(ahead) > 0 && len(pending) == 0 {
 		if b, ch, ok := f.c.viewAhead(ahead, chunkSize, off, n); ok {
-			return b, ch.unref, nil
+			return View{Data: b, release: ch.unref}, nil
 		}
 	}
 	// Unflushed data was copied before the OSTs are read: a flush that
@@ -171,13 +176,13 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (b []byte, don
 		}
 	}()
 	if len(ahead) > 0 && f.c.readFromAhead(ahead, chunkSize, p, off) {
-		return p, done, nil
+		return View{Data: p}, nil
 	}
 	if lay.IsEC() {
 		if err := f.c.ecRead(ctx, st, lay, p, off); err != nil {
-			return nil, done, err
+			return View{}, err
 		}
-		return p, done, nil
+		return View{Data: p}, nil
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, ch := range layout.Map(lay, uint64(off), n) {
@@ -200,9 +205,9 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (b []byte, don
 		}
 	}
 	if err := g.Wait(); err != nil {
-		return nil, done, err
+		return View{}, err
 	}
-	return p, done, nil
+	return View{Data: p}, nil
 }
 
 // WriteAt writes p at off.

@@ -105,6 +105,7 @@ type counters struct {
 	grantGiven, grantUsed, grantReturned             atomic.Int64
 	grantEvictions, grantShrinks                     atomic.Int64
 	enospc, edquot, ownerChanges                     atomic.Int64
+	localReads                                       atomic.Int64 // reads lent to a client in this process (local.go)
 }
 
 // counters reports the statistics for the stats method (stripefs stats).
@@ -117,6 +118,7 @@ func (o *OST) counters() []rpc.Counter {
 		{Name: "fiemap_fallbacks", Value: c.fiemapFallbacks.Load()},
 		{Name: "alloc_check_failures", Value: c.allocCheckFailures.Load()},
 		{Name: "rewrites_skipped_accounting", Value: c.rewritesSkipped.Load()},
+		{Name: "local_reads", Value: c.localReads.Load()},
 		{Name: "new_allocations", Value: c.newAllocations.Load()},
 		{Name: "allocated_bytes", Value: c.allocatedBytes.Load()},
 		{Name: "freed_bytes", Value: c.freedBytes.Load()},

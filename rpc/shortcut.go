@@ -24,6 +24,7 @@ var shortcuts = struct {
 // its address.
 type shortcutListener struct {
 	net.Listener
+	local any // what the server lends clients in this process (SetLocal)
 	addr  string
 	conns chan net.Conn
 	errs  chan error
@@ -94,4 +95,27 @@ func dialShortcut(ctx context.Context, addr string) (net.Conn, bool, error) {
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
 	}
+}
+
+// SetLocal attaches v to l, a listener of this process: clients in the
+// process that talk to l's address find v with Local and may use it
+// instead of some RPCs (an OST lends its object files for reads). It
+// does nothing unless l takes the shortcut.
+func SetLocal(l net.Listener, v any) {
+	if sl, ok := l.(*shortcutListener); ok {
+		shortcuts.Lock()
+		sl.local = v
+		shortcuts.Unlock()
+	}
+}
+
+// Local returns what the server at addr, in this process, lent with
+// SetLocal; nil when there is none.
+func Local(addr string) any {
+	shortcuts.Lock()
+	defer shortcuts.Unlock()
+	if l := shortcuts.m[addr]; l != nil {
+		return l.local
+	}
+	return nil
 }

@@ -389,24 +389,43 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 	}
 	c, stop := ctx(cancel)
 	defer stop()
-	b, done, err := file.ReadView(c, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
+	v, err := file.ReadView(c, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
 	if err != nil {
 		return nil, status(err)
 	}
-	return viewResult{b, done}, fuse.OK
+	if v.File != 0 {
+		return fileResult{v}, fuse.OK
+	}
+	return dataResult{v}, fuse.OK
 }
 
-// viewResult answers a read with bytes the client lends until the reply
-// is written (a read-ahead chunk), without copying them into go-fuse's
-// buffer.
-type viewResult struct {
-	b    []byte
-	done func()
-}
+// dataResult answers a read with bytes the client may lend until the
+// reply is written (a read-ahead chunk), without copying them into
+// go-fuse's buffer.
+type dataResult struct{ v fs.View }
 
-func (r viewResult) Bytes([]byte) ([]byte, fuse.Status) { return r.b, fuse.OK }
-func (r viewResult) Size() int                          { return len(r.b) }
-func (r viewResult) Done()                              { r.done() }
+func (r dataResult) Bytes([]byte) ([]byte, fuse.Status) { return r.v.Data, fuse.OK }
+func (r dataResult) Slices() ([][]byte, fuse.Status)    { return [][]byte{r.v.Data}, fuse.OK }
+func (r dataResult) Size() int                          { return len(r.v.Data) }
+func (r dataResult) Done()                              { r.v.Release() }
+
+// fileResult answers a read with a range of an object file the client
+// lends (an OST in this process): go-fuse splices it to the kernel.
+type fileResult struct{ v fs.View }
+
+func (r fileResult) Seekable() (uintptr, int64, int) { return r.v.File, r.v.Off, r.v.Len }
+func (r fileResult) Size() int                       { return r.v.Len }
+func (r fileResult) Done()                           { r.v.Release() }
+func (r fileResult) Bytes(buf []byte) ([]byte, fuse.Status) {
+	if len(buf) < r.v.Len {
+		buf = make([]byte, r.v.Len)
+	}
+	n, err := r.v.CopyTo(buf)
+	if err != nil {
+		return nil, fuse.ToStatus(err)
+	}
+	return buf[:n], fuse.OK
+}
 
 func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	return f.Writev(cancel, in, [][]byte{data})

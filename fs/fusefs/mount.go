@@ -85,9 +85,11 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		// that from here saves an MDT round trip per write. The cost: file
 		// capabilities and POSIX ACLs cannot be set on stripefs.
 		IgnoreSecurityLabels: true,
-		// Read replies are in memory already: splicing them only adds a
-		// pipe that a 1 MiB reply does not fit.
-		DisableSplice: true,
+		// Replies in memory are written as they are (dataResult offers
+		// slices, which go-fuse never splices); only object files an OST
+		// in this process lends (fileResult, stripefs up) are spliced,
+		// page-cache to FUSE device, as a loopback mount's reads are.
+		DisableSplice: false,
 		// Export support lets the kernel turn a file handle back into a
 		// node it has forgotten (LOOKUP of "." and ".."): what kernel nfsd
 		// and open_by_handle_at need to re-export the mount. Node ids are
