@@ -69,6 +69,7 @@ func (m *MDT) loadEpoch() error {
 
 func (m *MDT) registerDNE() {
 	rpc.HandleFunc(m.Srv, proto.MTxnApply, m.txnApply)
+	rpc.HandleFunc(m.Srv, proto.MTxnApplyBatch, m.txnApplyBatch)
 	rpc.HandleFunc(m.Srv, proto.MTxnStatus, m.txnStatus)
 	rpc.HandleFunc(m.Srv, proto.MTxnRedo, m.txnRedo)
 	rpc.HandleFunc(m.Srv, proto.MTxnCancel, m.txnCancel)
@@ -389,6 +390,38 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.applyRecordLocked(rec, r.Check)
+}
+
+// txnApplyBatch is txnApply for the records a coordinator pushes in the
+// background (mkdir_async.go), in their order. A record that fails is
+// logged and left to the coordinator's sweeper, which redoes it.
+func (m *MDT) txnApplyBatch(ctx context.Context, r *proto.TxnApplyBatchReq) (any, error) {
+	if len(r.Records) > maxPushBatch {
+		return nil, fmt.Errorf("mdt%d: txn_apply_batch of %d records: %w", m.cfg.Index, len(r.Records), syscall.EINVAL)
+	}
+	recs := make([]*dtx.Record, len(r.Records))
+	for i, b := range r.Records {
+		rec, err := decodeRecord(b)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = rec
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, rec := range recs {
+		if _, err := m.applyRecordLocked(rec, ""); err != nil {
+			log.Printf("mdt%d: %s %s pushed by mdt%d: %v (its sweeper redoes it)", m.cfg.Index, rec.Op, rec.ID, rec.ID.Coord, err)
+		}
+	}
+	return &proto.Empty{}, nil
+}
+
+// applyRecordLocked applies this MDT's part of rec, first checking
+// precondition check if any; m.mu is held.
+func (m *MDT) applyRecordLocked(rec *dtx.Record, check string) (*proto.TxnApplyReply, error) {
+	var err error
 	if m.applied(rec.ID) {
 		// A resend, or a background push that the sweeper's redo (and
 		// cancel) overtook: applying it again could bring back an inode
@@ -416,10 +449,12 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 			// The new directory's FID comes from this MDT's sequence.
 			n := new(inode)
 			if err := wire.Unmarshal(u.Inode, n); err != nil {
+				m.discard(b)
 				return nil, fmt.Errorf("mdt%d: %s: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
 			}
 			if n.Attr.FID.IsZero() {
 				if n.Attr.FID, err = m.allocFID(b); err != nil {
+					m.discard(b)
 					return nil, err
 				}
 			}
@@ -453,7 +488,7 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 			return nil, err
 		}
 	}
-	p, err := m.applyPart(b, rec, false, r.Check != "")
+	p, err := m.applyPart(b, rec, false, check != "")
 	if err != nil {
 		m.discard(b)
 		return nil, err
@@ -1050,7 +1085,7 @@ func (m *MDT) recoverFromPeers() {
 // FID reservations, stripe freezes, the MGS) and the tools' stats and
 // tunables: recovery gates and the pull of records that clients' requests
 // may need never hold or wrap them, since peers recover too.
-var peerMethods = map[uint16]bool{proto.MTxnApply: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
+var peerMethods = map[uint16]bool{proto.MTxnApply: true, proto.MTxnApplyBatch: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
 	proto.MTxnCancel: true, proto.MTxnList: true, proto.MTxnPull: true, proto.MReserveFIDs: true,
 	proto.MStripeFreeze: true, proto.MSetParam: true, proto.GConfig: true, proto.GRegister: true,
 	rpc.MethodStats: true}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/proto"
@@ -31,8 +32,14 @@ import (
 // record (txn_pull), applies its part and answers: the client never sees
 // the gap.
 
-// pushesInFlight bounds the background pushes of one coordinator.
-const pushesInFlight = 64
+const (
+	// maxPushBatch bounds the records one push carries: a participant
+	// applies them under one lock, after one RPC.
+	maxPushBatch = 256
+	// pushQueue bounds the records waiting to be pushed to one
+	// participant: a coordinator that runs that far ahead of it waits.
+	pushQueue = 4096
+)
 
 // grants is an MDT's side of the asynchronous remote mkdir.
 type grants struct {
@@ -42,7 +49,8 @@ type grants struct {
 	mu  sync.Mutex
 	out []fidRange
 
-	pushSem chan struct{}
+	pushMu  sync.Mutex
+	pushers map[uint32]chan *dtx.Record // by participant; each drained by its pusher
 	// pushGate, in tests, holds every push (and the sweeper's redo of
 	// them) until it is closed: a push that comes late.
 	pushGate chan struct{}
@@ -70,7 +78,7 @@ func (g *grants) holding() bool {
 }
 
 func (g *grants) init() {
-	g.pushSem = make(chan struct{}, pushesInFlight)
+	g.pushers = map[uint32]chan *dtx.Record{}
 }
 
 // grantee returns the MDT that f was granted to, if it was.
@@ -140,36 +148,89 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	return &proto.AttrReply{Attr: child.Attr}, nil
 }
 
-// push sends a participant its part in the background. A failure is only
+// push queues a participant's part for the background. A failure is only
 // logged: the record is in this MDT's log, and the sweeper redoes the part.
 func (m *MDT) push(target uint32, rec *dtx.Record) {
-	select {
-	case m.grants.pushSem <- struct{}{}:
-	case <-m.stop:
-		return
+	g := &m.grants
+	g.pushMu.Lock()
+	q := g.pushers[target]
+	if q == nil {
+		q = make(chan *dtx.Record, pushQueue)
+		g.pushers[target] = q
+		go m.pusher(target, q)
 	}
+	g.pushMu.Unlock()
+	select {
+	case q <- rec:
+	case <-m.stop:
+	}
+}
+
+// pusher sends the queued parts of one participant, as many as are
+// waiting in one RPC: a storm of remote mkdirs costs the participant one
+// lock and one round trip per batch, not per directory.
+func (m *MDT) pusher(target uint32, q chan *dtx.Record) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	go func() {
-		defer func() { <-m.grants.pushSem }()
-		if gate := m.grants.pushGate; gate != nil {
-			<-gate
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-m.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		c, err := m.peer(ctx, target)
-		if err == nil {
-			_, err = m.applyRemote(ctx, c, rec, "")
-		}
-		if err != nil && ctx.Err() == nil {
-			log.Printf("mdt%d: %s %s: push to mdt%d: %v (the sweeper redoes it)", m.cfg.Index, rec.Op, rec.ID, target, err)
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
 		}
 	}()
+	for {
+		var batch []*dtx.Record
+		select {
+		case rec := <-q:
+			batch = append(batch, rec)
+		case <-m.stop:
+			return
+		}
+	drain:
+		for len(batch) < maxPushBatch {
+			select {
+			case rec := <-q:
+				batch = append(batch, rec)
+			default:
+				break drain
+			}
+		}
+		if gate := m.grants.pushGate; gate != nil {
+			select {
+			case <-gate:
+			case <-m.stop:
+				return
+			}
+		}
+		if err := m.pushBatch(ctx, target, batch); err != nil && ctx.Err() == nil {
+			log.Printf("mdt%d: push of %d parts to mdt%d: %v (the sweeper redoes them)", m.cfg.Index, len(batch), target, err)
+		}
+	}
+}
+
+// pushBatch sends one batch, again while the participant restarts.
+func (m *MDT) pushBatch(ctx context.Context, target uint32, batch []*dtx.Record) error {
+	c, err := m.peer(ctx, target)
+	if err != nil {
+		return err
+	}
+	req := &proto.TxnApplyBatchReq{Records: make([][]byte, len(batch))}
+	for i, rec := range batch {
+		req.Records[i] = encode(rec)
+	}
+	deadline := time.Now().Add(c.RetryFor)
+	for {
+		_, err := rpc.Invoke[proto.Empty](ctx, c, proto.MTxnApplyBatch, req)
+		if err == nil || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // txnPull answers a participant that was asked about a FID before this

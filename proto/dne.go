@@ -69,3 +69,7 @@ type TxnPullReq struct{ FID FID }
 
 // TxnPullReply holds the record, or nothing if the coordinator has none.
 type TxnPullReply struct{ RecordBytes []byte }
+
+// TxnApplyBatchReq carries records whose parts a coordinator pushes to a
+// participant after it has replied to the client, in operation order.
+type TxnApplyBatchReq struct{ Records [][]byte }

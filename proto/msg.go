@@ -30,16 +30,17 @@ const (
 	MTxnCancel
 	MSetParam
 	MTxnList
-	MQuotaLimits  // MDT0: every quota limit (quota master)
-	MQuotaAcquire // MDT0: a slave target's allowance for one id
-	MQuotaGet     // any MDT: its inode usage of one quota
-	MOwner        // a file's owner for block quota (uid, gid, projid)
-	MScanInodes   // fsck: page through every inode
-	MScanDirents  // fsck: page through every directory entry
-	MFsckFix      // fsck --repair: one repair
-	MTxnPull      // between MDTs: the record that creates a FID, if the asker coordinates one
-	MReserveFIDs  // between MDTs: FIDs of the answering MDT for the asker's mkdirs there
-	MStripeFreeze // hold back entries of a striped directory being removed
+	MQuotaLimits   // MDT0: every quota limit (quota master)
+	MQuotaAcquire  // MDT0: a slave target's allowance for one id
+	MQuotaGet      // any MDT: its inode usage of one quota
+	MOwner         // a file's owner for block quota (uid, gid, projid)
+	MScanInodes    // fsck: page through every inode
+	MScanDirents   // fsck: page through every directory entry
+	MFsckFix       // fsck --repair: one repair
+	MTxnPull       // between MDTs: the record that creates a FID, if the asker coordinates one
+	MReserveFIDs   // between MDTs: FIDs of the answering MDT for the asker's mkdirs there
+	MStripeFreeze  // hold back entries of a striped directory being removed
+	MTxnApplyBatch // between MDTs: parts a coordinator pushes after replying (async remote mkdir)
 )
 
 const (
@@ -77,7 +78,7 @@ var methodNames = map[uint16]string{
 	MOrphans: "orphans", MDestroyDone: "destroy_done",
 	MTxnApply: "txn_apply", MTxnStatus: "txn_status", MTxnRedo: "txn_redo", MTxnCancel: "txn_cancel", MSetParam: "set_param", MTxnList: "txn_list",
 	MTxnPull:     "txn_pull",
-	MReserveFIDs: "reserve_fids", MStripeFreeze: "stripe_freeze",
+	MReserveFIDs: "reserve_fids", MStripeFreeze: "stripe_freeze", MTxnApplyBatch: "txn_apply_batch",
 	MScanInodes: "scan_inodes", MScanDirents: "scan_dirents", MFsckFix: "fsck_fix",
 	MQuotaLimits: "quota_limits", MQuotaAcquire: "quota_acquire", MQuotaGet: "quota_get", MOwner: "owner",
 	OWrite: "ost_write", ORead: "ost_read", OPunch: "ost_punch", OGetattr: "ost_getattr",
