@@ -71,7 +71,19 @@ func (m *MDT) syncLocked() error {
 	}
 	clear(m.fresh)
 	m.syncGen++
+	m.durableGen.Store(m.syncGen)
 	return nil
+}
+
+// durableAfter, for a part that needs fresh changes, returns the
+// generation whose WAL sync makes them durable; the part may reach
+// another MDT once durableGen is there (an async push waits for the next
+// group commit instead of syncing on the reply path). m.mu is held.
+func (m *MDT) durableAfter(rec *dtx.Record) (gen uint64, wait bool) {
+	if !m.needsSync(rec) {
+		return 0, false
+	}
+	return m.syncGen, true
 }
 
 // synced forgets the keys created up to generation gen, which a WAL sync

@@ -95,6 +95,9 @@ type MDT struct {
 	// (deps.go); guarded by mu.
 	fresh   map[string]uint64
 	syncGen uint64
+	// durableGen is one past the last generation a completed WAL sync
+	// covers: everything marked fresh below it is on disk (deps.go).
+	durableGen atomic.Uint64
 	// Striped directories (stripedir.go).
 	frozen  map[proto.FID]time.Time // stripes held empty for a striped rmdir, until; guarded by mu
 	poolMu  sync.Mutex
@@ -530,6 +533,9 @@ func (m *MDT) Sync() error {
 	}
 	m.mu.Lock()
 	m.synced(gen)
+	if gen+1 > m.durableGen.Load() {
+		m.durableGen.Store(gen + 1)
+	}
 	m.mu.Unlock()
 	for {
 		c := m.committed.Load()

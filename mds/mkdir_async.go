@@ -50,7 +50,7 @@ type grants struct {
 	out []fidRange
 
 	pushMu  sync.Mutex
-	pushers map[uint32]chan *dtx.Record // by participant; each drained by its pusher
+	pushers map[uint32]chan pushed // by participant; each drained by its pusher
 	// pushGate, in tests, holds every push (and the sweeper's redo of
 	// them) until it is closed: a push that comes late.
 	pushGate chan struct{}
@@ -78,7 +78,7 @@ func (g *grants) holding() bool {
 }
 
 func (g *grants) init() {
-	g.pushers = map[uint32]chan *dtx.Record{}
+	g.pushers = map[uint32]chan pushed{}
 }
 
 // grantee returns the MDT that f was granted to, if it was.
@@ -127,12 +127,9 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
 	}}
 	// What our part needs must be durable before a peer holds the
-	// record (deps.go): a parent made a moment ago syncs once.
-	if m.needsSync(rec) {
-		if err := m.syncLocked(); err != nil {
-			return nil, err
-		}
-	}
+	// record (deps.go): for a parent made a moment ago, the push waits
+	// for the next group commit rather than the reply for a sync.
+	gen, wait := m.durableAfter(rec)
 	b := m.newBatch(ctx)
 	if _, err := m.applyPart(b, rec, false, false); err != nil {
 		m.discard(b)
@@ -144,24 +141,32 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	m.ctr.dtxStarted.Add(1)
 	m.ctr.dtxPending.Add(1)
 	m.grants.async.Add(1)
-	m.push(target, rec)
+	m.push(target, pushed{rec, gen, wait})
 	return &proto.AttrReply{Attr: child.Attr}, nil
+}
+
+// pushed is a record waiting for its push; with wait, not before the
+// WAL sync of generation gen (durableAfter).
+type pushed struct {
+	rec  *dtx.Record
+	gen  uint64
+	wait bool
 }
 
 // push queues a participant's part for the background. A failure is only
 // logged: the record is in this MDT's log, and the sweeper redoes the part.
-func (m *MDT) push(target uint32, rec *dtx.Record) {
+func (m *MDT) push(target uint32, p pushed) {
 	g := &m.grants
 	g.pushMu.Lock()
 	q := g.pushers[target]
 	if q == nil {
-		q = make(chan *dtx.Record, pushQueue)
+		q = make(chan pushed, pushQueue)
 		g.pushers[target] = q
 		go m.pusher(target, q)
 	}
 	g.pushMu.Unlock()
 	select {
-	case q <- rec:
+	case q <- p:
 	case <-m.stop:
 	}
 }
@@ -169,7 +174,7 @@ func (m *MDT) push(target uint32, rec *dtx.Record) {
 // pusher sends the queued parts of one participant, as many as are
 // waiting in one RPC: a storm of remote mkdirs costs the participant one
 // lock and one round trip per batch, not per directory.
-func (m *MDT) pusher(target uint32, q chan *dtx.Record) {
+func (m *MDT) pusher(target uint32, q chan pushed) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -181,17 +186,25 @@ func (m *MDT) pusher(target uint32, q chan *dtx.Record) {
 	}()
 	for {
 		var batch []*dtx.Record
+		var gen uint64
+		wait := false
+		add := func(p pushed) {
+			batch = append(batch, p.rec)
+			if p.wait {
+				gen, wait = max(gen, p.gen), true
+			}
+		}
 		select {
-		case rec := <-q:
-			batch = append(batch, rec)
+		case p := <-q:
+			add(p)
 		case <-m.stop:
 			return
 		}
 	drain:
 		for len(batch) < maxPushBatch {
 			select {
-			case rec := <-q:
-				batch = append(batch, rec)
+			case p := <-q:
+				add(p)
 			default:
 				break drain
 			}
@@ -203,10 +216,26 @@ func (m *MDT) pusher(target uint32, q chan *dtx.Record) {
 				return
 			}
 		}
+		if wait && !m.waitDurable(gen) {
+			return
+		}
 		if err := m.pushBatch(ctx, target, batch); err != nil && ctx.Err() == nil {
 			log.Printf("mdt%d: push of %d parts to mdt%d: %v (the sweeper redoes them)", m.cfg.Index, len(batch), target, err)
 		}
 	}
+}
+
+// waitDurable waits for the WAL sync that covers generation gen (the
+// committer's next group commit); false if the MDT stops first.
+func (m *MDT) waitDurable(gen uint64) bool {
+	for m.durableGen.Load() <= gen {
+		select {
+		case <-m.stop:
+			return false
+		case <-time.After(m.cfg.CommitInterval / 4):
+		}
+	}
+	return true
 }
 
 // pushBatch sends one batch, again while the participant restarts.
@@ -242,6 +271,12 @@ func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
 		}
 		for _, u := range rec.Updates {
 			if u.Kind == dtx.CreateInode && u.FID == r.FID {
+				// What the record depends on may not be durable yet (its
+				// push would have waited for that): a pull is rare, so
+				// it syncs.
+				if err := m.Sync(); err != nil {
+					return nil, err
+				}
 				return &proto.TxnPullReply{RecordBytes: encode(rec)}, nil
 			}
 		}
