@@ -658,6 +658,9 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 		if p == uint32(m.cfg.Index) {
 			continue
 		}
+		if err := m.flushPushes(ctx, p); err != nil {
+			return nil, err
+		}
 		c, err := m.peer(ctx, p)
 		if err != nil {
 			return nil, err

@@ -742,3 +742,33 @@ func TestFsckStripes(t *testing.T) {
 		t.Fatalf("a lost stripe gave findings %v", rep.Findings)
 	}
 }
+
+// TestRmdirWaitsForPush checks that a cross-MDT operation the coordinator
+// runs synchronously (rmdir) waits for its pushes to that participant:
+// the directory an async mkdir told the client about must be there.
+func TestRmdirWaitsForPush(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("flush-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	gate := make(chan struct{})
+	p.mdt[0].grants.pushGate = gate
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "a", Mode: 0o755, MDT: 1}, &proto.AttrReply{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- p.call(0, proto.MUnlink, &proto.UnlinkReq{Parent: proto.RootFID, Name: "a", Dir: true}, &proto.UnlinkReply{})
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("rmdir finished (%v) while the mkdir's push was held", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatalf("rmdir after the push: %v", err)
+	}
+	p.converge()
+	if err := p.fsck(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -50,7 +50,7 @@ type grants struct {
 	out []fidRange
 
 	pushMu  sync.Mutex
-	pushers map[uint32]chan pushed // by participant; each drained by its pusher
+	pushers map[uint32]*pushQ // by participant; each drained by its pusher
 	// pushGate, in tests, holds every push (and the sweeper's redo of
 	// them) until it is closed: a push that comes late.
 	pushGate chan struct{}
@@ -78,7 +78,7 @@ func (g *grants) holding() bool {
 }
 
 func (g *grants) init() {
-	g.pushers = map[uint32]chan pushed{}
+	g.pushers = map[uint32]*pushQ{}
 }
 
 // grantee returns the MDT that f was granted to, if it was.
@@ -153,28 +153,64 @@ type pushed struct {
 	wait bool
 }
 
+// pushQ is one participant's queue of parts to push.
+type pushQ struct {
+	q               chan pushed
+	queued, settled atomic.Uint64 // parts queued; parts whose push is over (sent, or failed and left to the sweeper)
+}
+
+func (m *MDT) pushQueue(target uint32) *pushQ {
+	g := &m.grants
+	g.pushMu.Lock()
+	defer g.pushMu.Unlock()
+	pq := g.pushers[target]
+	if pq == nil {
+		pq = &pushQ{q: make(chan pushed, pushQueue)}
+		g.pushers[target] = pq
+		go m.pusher(target, pq)
+	}
+	return pq
+}
+
 // push queues a participant's part for the background. A failure is only
 // logged: the record is in this MDT's log, and the sweeper redoes the part.
 func (m *MDT) push(target uint32, p pushed) {
-	g := &m.grants
-	g.pushMu.Lock()
-	q := g.pushers[target]
-	if q == nil {
-		q = make(chan pushed, pushQueue)
-		g.pushers[target] = q
-		go m.pusher(target, q)
-	}
-	g.pushMu.Unlock()
+	pq := m.pushQueue(target)
+	pq.queued.Add(1)
 	select {
-	case q <- p:
+	case pq.q <- p:
 	case <-m.stop:
 	}
+}
+
+// flushPushes waits until every part queued for target so far has been
+// pushed: a synchronous operation this MDT coordinates with target (an
+// rmdir of a directory made a moment ago) must find there what this MDT
+// already told its clients exists.
+func (m *MDT) flushPushes(ctx context.Context, target uint32) error {
+	m.grants.pushMu.Lock()
+	pq := m.grants.pushers[target]
+	m.grants.pushMu.Unlock()
+	if pq == nil {
+		return nil
+	}
+	want := pq.queued.Load()
+	for pq.settled.Load() < want {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.stop:
+			return fmt.Errorf("mdt%d: stopping: %w", m.cfg.Index, syscall.ESHUTDOWN)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // pusher sends the queued parts of one participant, as many as are
 // waiting in one RPC: a storm of remote mkdirs costs the participant one
 // lock and one round trip per batch, not per directory.
-func (m *MDT) pusher(target uint32, q chan pushed) {
+func (m *MDT) pusher(target uint32, pq *pushQ) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -195,7 +231,7 @@ func (m *MDT) pusher(target uint32, q chan pushed) {
 			}
 		}
 		select {
-		case p := <-q:
+		case p := <-pq.q:
 			add(p)
 		case <-m.stop:
 			return
@@ -203,7 +239,7 @@ func (m *MDT) pusher(target uint32, q chan pushed) {
 	drain:
 		for len(batch) < maxPushBatch {
 			select {
-			case p := <-q:
+			case p := <-pq.q:
 				add(p)
 			default:
 				break drain
@@ -222,6 +258,7 @@ func (m *MDT) pusher(target uint32, q chan pushed) {
 		if err := m.pushBatch(ctx, target, batch); err != nil && ctx.Err() == nil {
 			log.Printf("mdt%d: push of %d parts to mdt%d: %v (the sweeper redoes them)", m.cfg.Index, len(batch), target, err)
 		}
+		pq.settled.Add(uint64(len(batch)))
 	}
 }
 
