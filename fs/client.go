@@ -40,8 +40,9 @@ type Options struct {
 	// (bytes; negative turns read-ahead off), and MaxReadAheadTotal bounds
 	// the read-ahead data of the whole mount.
 	ReadAhead, MaxReadAheadTotal int64
-	// NoLocalReads keeps reads on the RPC even when an OST is in this
-	// process (stripefs up lends its object files to the mount: view.go).
+	// NoLocalReads keeps reads and writes on the RPC even when an OST is
+	// in this process (stripefs up lends its object files to the mount for
+	// reads, view.go, and takes writes by direct call, rpc.DirectBulk).
 	NoLocalReads bool
 	// DropECWrite, if set, is asked before each unit write of an
 	// erasure-coded row and drops the write (reporting success) when it
@@ -171,6 +172,9 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 				old.Close()
 			}
 			c.osts[t.Index] = c.newRPC(t.Addr)
+			// An OST in this process (stripefs up) writes straight from
+			// the chunk buffers: OST I/O is idempotent and never replayed.
+			c.osts[t.Index].DirectBulk = !c.opts.NoLocalReads
 		}
 	}
 	return nil

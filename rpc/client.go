@@ -71,6 +71,10 @@ type Client struct {
 	// RetryFor is how long a call keeps redialing a server that refuses
 	// connections (e.g. while it restarts) before giving up.
 	RetryFor time.Duration
+	// DirectBulk lets calls that carry bulk run the handler of a server in
+	// this process directly (callDirect), their bulk handed over without
+	// a copy. For idempotent requests only (OST I/O): no replay, no hello.
+	DirectBulk bool
 
 	mu      sync.Mutex
 	conn    *clientConn
@@ -140,6 +144,11 @@ func (c *Client) Close() error {
 // resent: it fails with ErrDisconnected, since only the caller knows whether
 // the operation may be repeated.
 func (c *Client) Do(ctx context.Context, call *Call) error {
+	if c.DirectBulk && len(call.BulkOut) > 0 {
+		if srv := localServer(c.Addr); srv != nil {
+			return srv.callDirect(ctx, c, call)
+		}
+	}
 	start := time.Now()
 	backoff := 20 * time.Millisecond
 	for {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -317,6 +318,33 @@ func TestShortcut(t *testing.T) {
 		t.Fatalf("peers %q: want the first over the pipe, the second over the socket", peers)
 	}
 	mu.Unlock()
+	// DirectBulk: a call with bulk runs the handler in this goroutine,
+	// with the same results and errors as over a connection.
+	dc := NewClient(l.Addr().String(), "direct")
+	dc.DirectBulk = true
+	in := make([]byte, len(bulk))
+	var r echoResp
+	call := &Call{Method: mEcho, Req: &echoReq{N: 7}, Resp: &r, BulkOut: [][]byte{bulk[:1000], bulk[1000:]}, BulkIn: in}
+	if err := dc.Do(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	if r.Got != int64(len(bulk)) || !bytes.Equal(in[:call.NBulkIn], bulk) {
+		t.Fatalf("direct echo: server got %d, %d came back", r.Got, call.NBulkIn)
+	}
+	mu.Lock()
+	if len(peers) != 3 || !strings.HasPrefix(peers[2], "direct:") {
+		t.Fatalf("peers %q: want the third call direct", peers)
+	}
+	mu.Unlock()
+	s.Handle(mFail, func(ctx context.Context, r *Request) (Reply, error) {
+		return Reply{}, fmt.Errorf("no such thing: %w", syscall.ENOENT)
+	})
+	if err := dc.Do(context.Background(), &Call{Method: mFail, Req: &echoReq{}, BulkOut: [][]byte{bulk[:10]}}); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("direct call of a failing handler: %v, want ENOENT", err)
+	}
+	if got := s.Stats.Snapshot(); len(got) == 0 {
+		t.Fatal("direct calls are not counted")
+	}
 	l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

@@ -142,6 +142,11 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.lis = append(s.lis, l)
 	s.mu.Unlock()
+	if sl, ok := l.(*shortcutListener); ok {
+		shortcuts.Lock()
+		sl.srv = s
+		shortcuts.Unlock()
+	}
 	for {
 		c, err := l.Accept()
 		if err != nil {
