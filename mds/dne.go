@@ -97,6 +97,20 @@ func (m *MDT) registerDNE() {
 	}
 }
 
+// untilStop returns parent, also cancelled when the MDT stops: a closing
+// MDT must not wait for an absent peer.
+func (m *MDT) untilStop(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-m.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // peer returns a connection to another MDT.
 func (m *MDT) peer(ctx context.Context, idx uint32) (*rpc.Client, error) {
 	m.peerMu.Lock()
@@ -858,13 +872,8 @@ func (m *MDT) sweep() {
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
-	go func() { // a closing MDT must not wait for an absent peer
-		select {
-		case <-m.stop:
-			stop()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stopped := m.untilStop(ctx)
+	defer stopped()
 	self := uint32(m.cfg.Index)
 	// Records this MDT coordinates, in order: status of every part.
 	var mine []*dtx.Record
@@ -1026,13 +1035,8 @@ func (m *MDT) recoverFromPeers() {
 	deadline := time.Now().Add(m.cfg.RecoveryWindow)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	go func() {
-		select {
-		case <-m.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, cancelStop := m.untilStop(ctx)
+	defer cancelStop()
 	self := uint32(m.cfg.Index)
 	var recs []*dtx.Record
 	n := m.numMDTs(ctx)

@@ -260,8 +260,12 @@ func (p *pair) route(dir proto.FID, name string) (proto.FID, error) {
 // directory's ".." right, and every name acknowledged before the last
 // fsync of both MDTs and not touched since still names the same inode.
 // Seeds: STRIPEFS_CRASH_SEEDS (default 120).
-func TestCrashRecoveryDNE(t *testing.T) {
-	seeds := 120
+func TestCrashRecoveryDNE(t *testing.T) { crashSeeds(t, 120, crashRun) }
+
+// crashSeeds runs one crash workload over seeds 1..STRIPEFS_CRASH_SEEDS
+// (def when unset, 20 with -short), stopping at the first that fails.
+func crashSeeds(t *testing.T, def int, run func(*testing.T, int64)) {
+	seeds := def
 	if s, err := strconv.Atoi(os.Getenv("STRIPEFS_CRASH_SEEDS")); err == nil {
 		seeds = s
 	}
@@ -269,24 +273,29 @@ func TestCrashRecoveryDNE(t *testing.T) {
 		seeds = 20
 	}
 	for seed := 1; seed <= seeds; seed++ {
-		if !t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashRun(t, int64(seed)) }) {
-			t.Fatalf("failed at seed %d (rerun: -run TestCrashRecoveryDNE/seed%d)", seed, seed)
+		if !t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { run(t, int64(seed)) }) {
+			t.Fatalf("failed at seed %d (rerun: -run %s/seed%d)", seed, t.Name(), seed)
 		}
 	}
 }
 
-func crashRun(t *testing.T, seed int64) {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+// newCrashPair starts the MDT pair of one crash run with the parents of
+// everything it makes, durable: the root on mdt0 and a directory on mdt1.
+func newCrashPair(t *testing.T, seed int64) (*pair, []proto.FID) {
 	p := newPair(t, fmt.Sprintf("crash%d-%d", seed, time.Now().UnixNano()))
-	defer func() { p.close(1); p.close(0) }()
-	// The parent of everything: root on mdt0 and a directory on mdt1.
 	var a proto.AttrReply
 	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "on1", Mode: 0o755, MDT: 1}, &a); err != nil {
 		t.Fatal(err)
 	}
-	parents := []proto.FID{proto.RootFID, a.Attr.FID}
 	p.call(0, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
 	p.call(1, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
+	return p, []proto.FID{proto.RootFID, a.Attr.FID}
+}
+
+func crashRun(t *testing.T, seed int64) {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	p, parents := newCrashPair(t, seed)
+	defer func() { p.close(1); p.close(0) }()
 
 	type key struct {
 		parent proto.FID
@@ -417,33 +426,12 @@ func crashRun(t *testing.T, seed int64) {
 // lost), restarts them and checks: no dangling entry, no orphan directory,
 // right nlink, and every operation acknowledged before the last fsync of
 // both MDTs is still there. Seeds: STRIPEFS_CRASH_SEEDS (default 60).
-func TestCrashRecoveryStriped(t *testing.T) {
-	seeds := 60
-	if s, err := strconv.Atoi(os.Getenv("STRIPEFS_CRASH_SEEDS")); err == nil {
-		seeds = s
-	}
-	if testing.Short() {
-		seeds = 20
-	}
-	for seed := 1; seed <= seeds; seed++ {
-		if !t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { crashRunStriped(t, int64(seed)) }) {
-			t.Fatalf("failed at seed %d (rerun: -run TestCrashRecoveryStriped/seed%d)", seed, seed)
-		}
-	}
-}
+func TestCrashRecoveryStriped(t *testing.T) { crashSeeds(t, 60, crashRunStriped) }
 
 func crashRunStriped(t *testing.T, seed int64) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	p := newPair(t, fmt.Sprintf("crash%d-%d", seed, time.Now().UnixNano()))
+	p, parents := newCrashPair(t, seed)
 	defer func() { p.close(1); p.close(0) }()
-	// The parent of everything: root on mdt0 and a directory on mdt1.
-	var a proto.AttrReply
-	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "on1", Mode: 0o755, MDT: 1}, &a); err != nil {
-		t.Fatal(err)
-	}
-	parents := []proto.FID{proto.RootFID, a.Attr.FID}
-	p.call(0, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
-	p.call(1, proto.MSync, &proto.SyncReq{}, &proto.Empty{})
 
 	type key struct {
 		parent proto.FID

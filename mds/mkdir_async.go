@@ -211,15 +211,8 @@ func (m *MDT) flushPushes(ctx context.Context, target uint32) error {
 // waiting in one RPC: a storm of remote mkdirs costs the participant one
 // lock and one round trip per batch, not per directory.
 func (m *MDT) pusher(target uint32, pq *pushQ) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := m.untilStop(context.Background())
 	defer cancel()
-	go func() {
-		select {
-		case <-m.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		var batch []*dtx.Record
 		var gen uint64

@@ -444,15 +444,20 @@ func (c *Client) keep(call *Call, msg []byte) {
 	c.kept[i] = k
 }
 
-func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
-	var msg []byte
+// encodeReq is a call's request message on the wire.
+func encodeReq(call *Call) []byte {
 	switch r := call.Req.(type) {
 	case nil:
+		return nil
 	case RawMsg:
-		msg = r
+		return r
 	default:
-		msg = wire.Marshal(nil, call.Req)
+		return wire.Marshal(nil, call.Req)
 	}
+}
+
+func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
+	msg := encodeReq(call)
 	n := 0
 	for _, b := range call.BulkOut {
 		n += len(b)

@@ -141,14 +141,7 @@ func localServer(addr string) *Server {
 // every byte less than even the in-process pipe. Errors, counters and the
 // caller's identity are as over a connection.
 func (s *Server) callDirect(ctx context.Context, c *Client, call *Call) error {
-	var msg []byte
-	switch r := call.Req.(type) {
-	case nil:
-	case RawMsg:
-		msg = r
-	default:
-		msg = wire.Marshal(nil, call.Req)
-	}
+	msg := encodeReq(call)
 	var bulk []byte
 	switch len(call.BulkOut) {
 	case 0:
