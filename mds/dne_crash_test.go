@@ -72,6 +72,28 @@ func newPair(t *testing.T, name string) *pair {
 	return p
 }
 
+// crashAndCheck crashes one or both MDTs at random, lets recovery and the
+// sweepers finish, and checks the namespace with the test's fsck and with
+// stripefs fsck.
+func (p *pair) crashAndCheck(t *testing.T, rng *rand.Rand) (which [2]bool) {
+	t.Helper()
+	which = [2]bool{rng.IntN(2) == 0, rng.IntN(2) == 0}
+	if !which[0] && !which[1] {
+		which[rng.IntN(2)] = true
+	}
+	p.crash(rng, which)
+	p.converge()
+	if err := p.fsck(); err != nil {
+		t.Fatalf("after crashing %v: %v", which, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) > 0 {
+		t.Fatalf("after crashing %v: stripefs fsck: %v %v", which, err, rep.Findings)
+	}
+	return which
+}
+
 // crash simulates power loss on the MDTs in which: each keeps only what it
 // had synced (plus, at random, some of what it had not), then all restart.
 func (p *pair) crash(rng *rand.Rand, which [2]bool) {
@@ -396,20 +418,7 @@ func crashRun(t *testing.T, seed int64) {
 			time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond) // let group commits and sweeps run
 		}
 	}
-	which := [2]bool{rng.IntN(2) == 0, rng.IntN(2) == 0}
-	if !which[0] && !which[1] {
-		which[rng.IntN(2)] = true
-	}
-	p.crash(rng, which)
-	p.converge()
-	if err := p.fsck(); err != nil {
-		t.Fatalf("after crashing %v: %v", which, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) > 0 {
-		t.Fatalf("after crashing %v: stripefs fsck: %v %v", which, err, rep.Findings)
-	}
+	which := p.crashAndCheck(t, rng)
 	for k, e := range committed {
 		if touched[k] {
 			continue // changed after the fsync: either state is allowed
@@ -521,20 +530,7 @@ func crashRunStriped(t *testing.T, seed int64) {
 			time.Sleep(time.Duration(rng.IntN(15)) * time.Millisecond) // let group commits and sweeps run
 		}
 	}
-	which := [2]bool{rng.IntN(2) == 0, rng.IntN(2) == 0}
-	if !which[0] && !which[1] {
-		which[rng.IntN(2)] = true
-	}
-	p.crash(rng, which)
-	p.converge()
-	if err := p.fsck(); err != nil {
-		t.Fatalf("after crashing %v: %v", which, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if rep, err := fsck.Run(ctx, p.addr(0), false); err != nil || len(rep.Findings) > 0 {
-		t.Fatalf("after crashing %v: stripefs fsck: %v %v", which, err, rep.Findings)
-	}
+	which := p.crashAndCheck(t, rng)
 	for k := range committed {
 		if touched[k] {
 			continue // changed after the fsync: either state is allowed
