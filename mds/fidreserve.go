@@ -71,16 +71,17 @@ func (m *MDT) reserveFIDsLocked(kind uint8, n, coord uint32) ([]proto.FID, error
 	switch kind {
 	case proto.FIDPlain:
 		if m.seq.NextOid == 0 || uint64(m.seq.NextOid)+uint64(n) >= 1<<32 {
-			local := m.seq.Seq&proto.MaxLocalSeq + 1
-			if local > proto.MaxLocalSeq {
+			if err := m.nextSeqLocked(); err != nil {
 				b.Close()
-				return nil, fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
+				return nil, err
 			}
-			m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}
 		}
 		seq, first = m.seq.Seq, m.seq.NextOid
 		m.seq.NextOid += n
-		b.Set(keySeq, encode(&m.seq), nil)
+		if err := m.seqAdvanced(); err != nil { // durable before the FIDs leave
+			b.Close()
+			return nil, err
+		}
 	case proto.FIDStripedMaster, proto.FIDDirStripe:
 		key, local := keyStripedSeq, uint64(proto.StripedSeqLocal)
 		if kind == proto.FIDDirStripe {
@@ -106,7 +107,9 @@ func (m *MDT) reserveFIDsLocked(kind uint8, n, coord uint32) ([]proto.FID, error
 		b.Close()
 		return nil, fmt.Errorf("mdt%d: reserve FIDs of kind %d: %w", m.cfg.Index, kind, syscall.EINVAL)
 	}
-	if err := m.commit(b, true); err != nil {
+	if b.Count() == 0 {
+		b.Close() // plain: seqAdvanced made the reservation durable
+	} else if err := m.commit(b, true); err != nil {
 		return nil, err
 	}
 	if kind == proto.FIDPlain && coord != uint32(m.cfg.Index) {

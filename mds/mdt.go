@@ -68,9 +68,12 @@ type MDT struct {
 	Srv *rpc.Server
 
 	// mu serialises namespace changes. Reads go to Pebble without it.
-	mu    sync.Mutex
-	seq   seqState
-	opens map[proto.FID]int
+	mu  sync.Mutex
+	seq seqState
+	// seqDurable is the allocator position on disk: seq may run up to it
+	// without a write (seqAdvanced).
+	seqDurable seqState
+	opens      map[proto.FID]int
 
 	lastTransno atomic.Uint64 // of the last change applied
 	committed   atomic.Uint64 // highest transno known durable
@@ -240,6 +243,7 @@ func (m *MDT) load() error {
 		if err != nil {
 			return fmt.Errorf("mdt%d: corrupt FID sequence: %w", m.cfg.Index, err)
 		}
+		m.seqDurable = m.seq // the previous run used no FID from here on
 	}
 	if m.cfg.Index == 0 {
 		if _, err := m.getInode(proto.RootFID); errors.Is(err, syscall.ENOENT) {
@@ -420,16 +424,52 @@ func (m *MDT) getDirent(dir proto.FID, name string) (*dirent, error) {
 // b, so a FID is never reused after a crash.
 func (m *MDT) allocFID(b *pebble.Batch) (proto.FID, error) {
 	if m.seq.NextOid == 0 { // wrapped: move to the next sequence
-		local := m.seq.Seq&proto.MaxLocalSeq + 1
-		if local > proto.LastPlainSeq { // the rest are striped directories'
-			return proto.FID{}, fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
+		if err := m.nextSeqLocked(); err != nil {
+			return proto.FID{}, err
 		}
-		m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}
 	}
 	f := proto.FID{Seq: m.seq.Seq, Oid: m.seq.NextOid}
 	m.seq.NextOid++
-	b.Set(keySeq, encode(&m.seq), nil)
+	if err := m.seqAdvanced(); err != nil {
+		return proto.FID{}, err
+	}
 	return f, nil
+}
+
+// nextSeqLocked moves the allocator to the next plain sequence. m.mu is
+// held.
+func (m *MDT) nextSeqLocked() error {
+	local := m.seq.Seq&proto.MaxLocalSeq + 1
+	if local > proto.LastPlainSeq { // the rest are striped directories'
+		return fmt.Errorf("mdt%d: FID space exhausted: %w", m.cfg.Index, syscall.ENOSPC)
+	}
+	m.seq = seqState{Seq: proto.MDTSeq(m.cfg.Index, local), NextOid: 1}
+	return nil
+}
+
+// fidAhead is how far ahead of use the allocator's position is made
+// durable: one synced write per that many FIDs.
+const fidAhead = 1024
+
+// seqAdvanced makes the allocator's position durable ahead of use once it
+// has passed what the disk holds. A FID handed out with a change that a
+// crash then loses is so never handed out again: a client may have
+// written objects under it, which a new file must not inherit (Lustre
+// allocates FIDs from sequences granted ahead for the same reason). After
+// a restart the allocator starts where the disk says, past any FID of the
+// previous run. m.mu is held.
+func (m *MDT) seqAdvanced() error {
+	if m.seq.Seq == m.seqDurable.Seq && m.seq.NextOid != 0 && m.seq.NextOid <= m.seqDurable.NextOid {
+		return nil
+	}
+	ahead := seqState{Seq: m.seq.Seq, NextOid: uint32(min(uint64(m.seq.NextOid)+fidAhead, 1<<32-1))}
+	b := m.db.NewBatch()
+	b.Set(keySeq, encode(&ahead), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("mdt%d: FID sequence: %v: %w", m.cfg.Index, err, syscall.EIO)
+	}
+	m.seqDurable = ahead
+	return nil
 }
 
 // childFID is the FID for a new inode. A create replayed after a restart
@@ -442,8 +482,7 @@ func (m *MDT) childFID(ctx context.Context, b *pebble.Batch) (proto.FID, error) 
 		f := first.FID
 		if f.MDT() == m.cfg.Index && f.Oid != 0 && kindOf(f) == proto.FIDPlain {
 			if _, err := m.getInode(f); errors.Is(err, syscall.ENOENT) {
-				m.claimFID(b, f)
-				return f, nil
+				return f, m.claimFID(f)
 			}
 		}
 	}
@@ -466,16 +505,16 @@ func firstAttr(ctx context.Context) (proto.Attr, bool) {
 
 // claimFID moves the allocator past f, a FID handed out before a crash
 // and now given again. m.mu is held.
-func (m *MDT) claimFID(b *pebble.Batch, f proto.FID) {
+func (m *MDT) claimFID(f proto.FID) error {
 	switch {
 	case f.Seq > m.seq.Seq:
 		m.seq = seqState{Seq: f.Seq, NextOid: f.Oid + 1}
 	case f.Seq == m.seq.Seq && f.Oid >= m.seq.NextOid && m.seq.NextOid != 0:
 		m.seq.NextOid = f.Oid + 1
 	default:
-		return
+		return nil
 	}
-	b.Set(keySeq, encode(&m.seq), nil)
+	return m.seqAdvanced()
 }
 
 // newInode stores a freshly allocated inode.
