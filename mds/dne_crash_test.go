@@ -793,3 +793,32 @@ func TestFIDNotReusedAfterCrash(t *testing.T) {
 		t.Fatalf("after the crash a new directory got %s; %s was handed out before it", again, lost)
 	}
 }
+
+// TestFIDPoolRefillsAhead: a coordinator's pool of another MDT's FIDs is
+// refilled in the background once three quarters of a block are used, so
+// a long run of remote mkdirs does not stop for a reservation.
+func TestFIDPoolRefillsAhead(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("refill-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	block := int(fidBlock(proto.FIDPlain))
+	for i := 0; i < block*3/4+1; i++ {
+		if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: fmt.Sprint("d", i), Mode: 0o755, MDT: 1}, &proto.AttrReply{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool := func() int {
+		p.mdt[0].poolMu.Lock()
+		defer p.mdt[0].poolMu.Unlock()
+		return len(p.mdt[0].fidPool[poolKey{1, proto.FIDPlain}])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for pool() < block {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d FIDs in the pool after %d of a block of %d were used, and no refill came", pool(), block*3/4+1, block)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := p.mdt[1].grants.given.Load(); n != 2 {
+		t.Fatalf("mdt1 reserved %d blocks for mdt0, want 2", n)
+	}
+}

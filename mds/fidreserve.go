@@ -126,51 +126,81 @@ func (m *MDT) reserveFIDsLocked(kind uint8, n, coord uint32) ([]proto.FID, error
 }
 
 // takeFID returns a FID of the given kind for an object this MDT's
-// operation creates on MDT mdt, reserving a new block when the pool has
-// none left.
+// operation creates on MDT mdt. The pool is refilled in the background
+// when it runs low, so a storm of mkdirs rarely waits for a reservation;
+// an empty pool reserves a block there and then.
 func (m *MDT) takeFID(ctx context.Context, mdt uint32, kind uint8) (proto.FID, error) {
 	k := poolKey{mdt, kind}
 	m.poolMu.Lock()
 	if p := m.fidPool[k]; len(p) > 0 {
 		f := p[0]
 		m.fidPool[k] = p[1:]
+		// Only another MDT's pool is refilled ahead: that costs a round
+		// trip (and touches no local state, so it may outlive this MDT).
+		if mdt != uint32(m.cfg.Index) && len(p)-1 < int(fidBlock(kind)/4) && !m.refilling[k] {
+			m.refilling[k] = true
+			go m.refill(k)
+		}
 		m.poolMu.Unlock()
 		return f, nil
 	}
 	m.poolMu.Unlock()
-	var fids []proto.FID
-	self := uint32(m.cfg.Index)
-	if mdt == self {
-		m.mu.Lock()
-		var err error
-		fids, err = m.reserveFIDsLocked(kind, fidBlock(kind), self)
-		m.mu.Unlock()
-		if err != nil {
-			return proto.FID{}, err
-		}
-	} else {
-		c, err := m.peer(ctx, mdt)
-		if err != nil {
-			return proto.FID{}, err
-		}
-		r, err := rpc.Invoke[proto.ReserveFIDsReply](ctx, c, proto.MReserveFIDs, &proto.ReserveFIDsReq{Kind: kind, N: fidBlock(kind), Coord: self})
-		if err != nil {
-			return proto.FID{}, fmt.Errorf("mdt%d: reserve FIDs on mdt%d: %w", m.cfg.Index, mdt, err)
-		}
-		for _, f := range r.FIDs {
-			if f.MDT() != int(mdt) || f.Oid == 0 || kindOf(f) != kind {
-				return proto.FID{}, fmt.Errorf("mdt%d: mdt%d reserved FID %s of the wrong kind: %w", m.cfg.Index, mdt, f, syscall.EIO)
-			}
-		}
-		fids = r.FIDs
-	}
-	if len(fids) == 0 {
-		return proto.FID{}, fmt.Errorf("mdt%d: mdt%d reserved no FIDs: %w", m.cfg.Index, mdt, syscall.EIO)
+	fids, err := m.reserveBlock(ctx, k)
+	if err != nil {
+		return proto.FID{}, err
 	}
 	m.poolMu.Lock()
 	m.fidPool[k] = append(m.fidPool[k], fids[1:]...)
 	m.poolMu.Unlock()
 	return fids[0], nil
+}
+
+// refill adds a block to the pool of k in the background.
+func (m *MDT) refill(k poolKey) {
+	ctx, cancel := m.untilStop(context.Background())
+	defer cancel()
+	fids, err := m.reserveBlock(ctx, k)
+	m.poolMu.Lock()
+	defer m.poolMu.Unlock()
+	m.refilling[k] = false
+	if err != nil {
+		return // the next take that finds the pool empty reserves, and reports
+	}
+	m.fidPool[k] = append(m.fidPool[k], fids...)
+}
+
+// reserveBlock reserves a block of FIDs of k's kind on k's MDT.
+func (m *MDT) reserveBlock(ctx context.Context, k poolKey) ([]proto.FID, error) {
+	self := uint32(m.cfg.Index)
+	var fids []proto.FID
+	if k.mdt == self {
+		m.mu.Lock()
+		var err error
+		fids, err = m.reserveFIDsLocked(k.kind, fidBlock(k.kind), self)
+		m.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		c, err := m.peer(ctx, k.mdt)
+		if err != nil {
+			return nil, err
+		}
+		r, err := rpc.Invoke[proto.ReserveFIDsReply](ctx, c, proto.MReserveFIDs, &proto.ReserveFIDsReq{Kind: k.kind, N: fidBlock(k.kind), Coord: self})
+		if err != nil {
+			return nil, fmt.Errorf("mdt%d: reserve FIDs on mdt%d: %w", m.cfg.Index, k.mdt, err)
+		}
+		for _, f := range r.FIDs {
+			if f.MDT() != int(k.mdt) || f.Oid == 0 || kindOf(f) != k.kind {
+				return nil, fmt.Errorf("mdt%d: mdt%d reserved FID %s of the wrong kind: %w", m.cfg.Index, k.mdt, f, syscall.EIO)
+			}
+		}
+		fids = r.FIDs
+	}
+	if len(fids) == 0 {
+		return nil, fmt.Errorf("mdt%d: mdt%d reserved no FIDs: %w", m.cfg.Index, k.mdt, syscall.EIO)
+	}
+	return fids, nil
 }
 
 func kindOf(f proto.FID) uint8 {

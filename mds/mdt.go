@@ -102,10 +102,11 @@ type MDT struct {
 	// covers: everything marked fresh below it is on disk (deps.go).
 	durableGen atomic.Uint64
 	// Striped directories (stripedir.go).
-	frozen  map[proto.FID]time.Time // stripes held empty for a striped rmdir, until; guarded by mu
-	poolMu  sync.Mutex
-	fidPool map[poolKey][]proto.FID // reserved FIDs of striped objects, by MDT
-	ctr     struct {
+	frozen    map[proto.FID]time.Time // stripes held empty for a striped rmdir, until; guarded by mu
+	poolMu    sync.Mutex
+	fidPool   map[poolKey][]proto.FID // FIDs other MDTs reserved for this one's mkdirs there (fidreserve.go)
+	refilling map[poolKey]bool        // a background refill of that pool is on its way
+	ctr       struct {
 		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends, dtxDepSyncs atomic.Int64
 	}
 
@@ -168,7 +169,7 @@ func Open(cfg Config) (*MDT, error) {
 	}
 	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{}),
 		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
-		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}}
+		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)
 	if err := m.upgradeFormat(); err != nil {
 		db.Close()
