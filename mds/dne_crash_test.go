@@ -32,6 +32,9 @@ type pair struct {
 	fs   [2]*vfs.MemFS
 	mdt  [2]*MDT
 	cl   [2]*rpc.Client
+	// commit is the MDTs' group commit interval (5 ms unless a test
+	// needs changes to stay unsynced longer).
+	commit time.Duration
 }
 
 func (p *pair) addr(i int) string { return fmt.Sprintf("inproc:%s/mdt%d", p.name, i) }
@@ -43,7 +46,7 @@ func (p *pair) open(i int) {
 		p.t.Fatal(err)
 	}
 	m, err := Open(Config{Index: i, DataDir: fmt.Sprintf("/mdt%d", i), FS: p.fs[i], MGS: p.addr(0), Addr: p.addr(i),
-		CommitInterval: 5 * time.Millisecond, TxnAskAfter: time.Nanosecond})
+		CommitInterval: p.commit, TxnAskAfter: time.Nanosecond})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -66,7 +69,11 @@ func (p *pair) close(i int) {
 }
 
 func newPair(t *testing.T, name string) *pair {
-	p := &pair{t: t, name: name, fs: [2]*vfs.MemFS{vfs.NewCrashableMem(), vfs.NewCrashableMem()}}
+	return newPairCommit(t, name, 5*time.Millisecond)
+}
+
+func newPairCommit(t *testing.T, name string, commit time.Duration) *pair {
+	p := &pair{t: t, name: name, fs: [2]*vfs.MemFS{vfs.NewCrashableMem(), vfs.NewCrashableMem()}, commit: commit}
 	p.open(0)
 	p.open(1)
 	return p
@@ -552,6 +559,7 @@ func TestRemoteSyncTunable(t *testing.T) {
 		}
 	}
 	mk("a")
+	p.converge() // its background push lands before remote_sync changes
 	if n := p.mdt[0].ctr.remoteSyncCommits.Load() + p.mdt[1].ctr.remoteSyncCommits.Load(); n != 0 {
 		t.Fatalf("%d synchronous commits with remote_sync off", n)
 	}
@@ -762,7 +770,8 @@ func TestRmdirWaitsForPush(t *testing.T) {
 // under it, which a new file must not inherit). Directories take their
 // FIDs from the same allocator as files.
 func TestFIDNotReusedAfterCrash(t *testing.T) {
-	p := newPair(t, fmt.Sprintf("fidreuse-%d", time.Now().UnixNano()))
+	// Group commits an hour apart: the mkdir below stays unsynced.
+	p := newPairCommit(t, fmt.Sprintf("fidreuse-%d", time.Now().UnixNano()), time.Hour)
 	defer func() { p.close(1); p.close(0) }()
 	create := func(name string) proto.FID {
 		t.Helper()
