@@ -224,15 +224,8 @@ func nfsPattern(ctx context.Context, path string, size int64, seed uint64, refus
 		if retry {
 			continue
 		}
-		t0 = time.Now()
-		err = fsyncClose(fd, path)
-		elapsed += time.Since(t0)
-		if err != nil {
-			return ph, err
-		}
-		ph.Seconds = elapsed.Seconds()
-		ph.MiBps = mibps(size, ph.Seconds)
-		return ph, nil
+		err = ph.finish(fd, path, elapsed)
+		return ph, err
 	}
 }
 
@@ -273,15 +266,22 @@ func alignedWrites(ctx context.Context, path string, size int64, seed uint64, di
 		}
 		ph.Calls++
 	}
-	t0 = time.Now()
-	err = fsyncClose(fd, path)
+	err = ph.finish(fd, path, elapsed)
+	return ph, err
+}
+
+// finish fsyncs and closes the phase's file, counting the fsync in the
+// phase's time, and sets its rate.
+func (ph *NFSWritePhase) finish(fd int, path string, elapsed time.Duration) error {
+	t0 := time.Now()
+	err := fsyncClose(fd, path)
 	elapsed += time.Since(t0)
 	if err != nil {
-		return ph, err
+		return err
 	}
 	ph.Seconds = elapsed.Seconds()
-	ph.MiBps = mibps(size, ph.Seconds)
-	return ph, nil
+	ph.MiBps = mibps(ph.Bytes, ph.Seconds)
+	return nil
 }
 
 func openForWrite(path string, direct bool) (int, error) {

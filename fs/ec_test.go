@@ -94,23 +94,7 @@ func TestECAgainstFlatBuffer(t *testing.T) {
 		for op := 0; op < 250; op++ {
 			switch r := rng.Intn(20); {
 			case r < 10:
-				off := rng.Intn(1 << 20)
-				total := 1 + rng.Intn(300_000)
-				data := make([]byte, total)
-				rng.Read(data)
-				var iovs [][]byte
-				for rest := data; len(rest) > 0; {
-					n := min(len(rest), 1+rng.Intn(9000))
-					iovs = append(iovs, rest[:n])
-					rest = rest[n:]
-				}
-				if _, err := f.WriteV(ctx, int64(off), iovs); err != nil {
-					t.Fatalf("seed %d op %d: write: %v", seed, op, err)
-				}
-				if need := off + total; need > len(model) {
-					model = append(model, make([]byte, need-len(model))...)
-				}
-				copy(model[off:], data)
+				model = randomWriteV(t, ctx, rng, f, model, 300_000, fmt.Sprintf("seed %d op %d", seed, op))
 			case r < 15:
 				off, n := rng.Intn(len(model)+1), rng.Intn(600_000)
 				got := make([]byte, n)

@@ -3,6 +3,7 @@ package fs_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand"
 	"syscall"
 	"testing"
@@ -32,23 +33,7 @@ func TestCoalescerAgainstFlatBuffer(t *testing.T) {
 		for op := 0; op < 300; op++ {
 			switch r := rng.Intn(10); {
 			case r < 6: // vectored write
-				off := rng.Intn(1 << 20)
-				total := 1 + rng.Intn(200_000)
-				data := make([]byte, total)
-				rng.Read(data)
-				var iovs [][]byte
-				for rest := data; len(rest) > 0; {
-					n := min(len(rest), 1+rng.Intn(9000))
-					iovs = append(iovs, rest[:n])
-					rest = rest[n:]
-				}
-				if _, err := f.WriteV(ctx, int64(off), iovs); err != nil {
-					t.Fatalf("seed %d op %d: write: %v", seed, op, err)
-				}
-				if need := off + total; need > len(model) {
-					model = append(model, make([]byte, need-len(model))...)
-				}
-				copy(model[off:], data)
+				model = randomWriteV(t, ctx, rng, f, model, 200_000, fmt.Sprintf("seed %d op %d", seed, op))
 			case r < 8: // read
 				off, n := rng.Intn(len(model)+1), rng.Intn(300_000)
 				got := make([]byte, n)
@@ -90,4 +75,29 @@ func TestCoalescerAgainstFlatBuffer(t *testing.T) {
 		}
 		g.Release(ctx)
 	}
+}
+
+// randomWriteV writes 1 to maxTotal random bytes at a random offset below
+// 1 MiB as a vector of random pieces (never aligned on purpose), and
+// returns the flat model of the file with the write applied.
+func randomWriteV(t *testing.T, ctx context.Context, rng *rand.Rand, f *fs.File, model []byte, maxTotal int, what string) []byte {
+	t.Helper()
+	off := rng.Intn(1 << 20)
+	total := 1 + rng.Intn(maxTotal)
+	data := make([]byte, total)
+	rng.Read(data)
+	var iovs [][]byte
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 1+rng.Intn(9000))
+		iovs = append(iovs, rest[:n])
+		rest = rest[n:]
+	}
+	if _, err := f.WriteV(ctx, int64(off), iovs); err != nil {
+		t.Fatalf("%s: write: %v", what, err)
+	}
+	if need := off + total; need > len(model) {
+		model = append(model, make([]byte, need-len(model))...)
+	}
+	copy(model[off:], data)
+	return model
 }

@@ -108,11 +108,26 @@ func interruptible() (context.Context, context.CancelFunc) {
 }
 
 func writeReport(w io.Writer, r *bench.Report, asJSON bool) error {
-	r.Time = time.Now().UTC().Truncate(time.Second)
-	if asJSON {
-		return r.WriteJSON(w)
+	return printResult(context.Background(), w, asJSON, r, nil, func(r *bench.Report) *time.Time { return &r.Time })
+}
+
+// printResult ends a benchmark: its error ("interrupted" after Ctrl-C),
+// or its result stamped with the time and printed as a table or JSON.
+func printResult[R interface {
+	WriteJSON(io.Writer) error
+	WriteTable(io.Writer) error
+}](ctx context.Context, w io.Writer, asJSON bool, res R, err error, stamp func(R) *time.Time) error {
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted")
+		}
+		return err
 	}
-	return r.WriteTable(w)
+	*stamp(res) = time.Now().UTC().Truncate(time.Second)
+	if asJSON {
+		return res.WriteJSON(w)
+	}
+	return res.WriteTable(w)
 }
 
 func iorCmd() *cobra.Command {
@@ -148,17 +163,7 @@ client read-modify-writes counted during it.`,
 			ctx, stop := interruptible()
 			defer stop()
 			res, err := bench.IOR(ctx, c)
-			if err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("interrupted")
-				}
-				return err
-			}
-			res.Time = time.Now().UTC().Truncate(time.Second)
-			if asJSON {
-				return res.WriteJSON(cmd.OutOrStdout())
-			}
-			return res.WriteTable(cmd.OutOrStdout())
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.IORResult) *time.Time { return &r.Time })
 		},
 	}
 	f := cmd.Flags()
@@ -255,17 +260,7 @@ writes the reference in --ref-dir, if given.`,
 			}
 			c.RefDir = refDir
 			res, err := bench.Survey(ctx, c, func(s string) { fmt.Fprintf(cmd.ErrOrStderr(), "bench: survey: %s\n", s) })
-			if err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("interrupted")
-				}
-				return err
-			}
-			res.Time = time.Now().UTC().Truncate(time.Second)
-			if asJSON {
-				return res.WriteJSON(cmd.OutOrStdout())
-			}
-			return res.WriteTable(cmd.OutOrStdout())
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.SurveyResult) *time.Time { return &r.Time })
 		},
 	}
 	f := cmd.Flags()
@@ -311,17 +306,7 @@ vector shape's.`,
 			ctx, stop := interruptible()
 			defer stop()
 			res, err := bench.NFSWrite(ctx, c)
-			if err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("interrupted")
-				}
-				return err
-			}
-			res.Time = time.Now().UTC().Truncate(time.Second)
-			if asJSON {
-				return res.WriteJSON(cmd.OutOrStdout())
-			}
-			return res.WriteTable(cmd.OutOrStdout())
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.NFSWriteResult) *time.Time { return &r.Time })
 		},
 	}
 	cmd.Flags().StringVarP(&c.Path, "output", "o", "", "path prefix of the test files (PATH.nfs, PATH.aligned)")
