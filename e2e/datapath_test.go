@@ -342,6 +342,14 @@ func TestUpLocalReads(t *testing.T) {
 	if n := clientCounter(t, mnt, "local_reads"); n == 0 {
 		t.Fatal("no read was lent by an OST of the up process")
 	}
+	// Writes are handed to the OSTs without a copy, and run as calls on
+	// the mount's connections: the OSTs give the mount grants.
+	if n := clientCounter(t, mnt, "direct_writes"); n == 0 {
+		t.Error("no write went to an OST of the up process by direct call")
+	}
+	if n := clientCounter(t, mnt, "grant_bytes"); n == 0 {
+		t.Error("the up mount holds no grant after writing")
+	}
 	// Unflushed data is read from the client's cache, not the objects.
 	path := filepath.Join(d, "dirty")
 	want := write(path, 200<<10, 0)

@@ -14,6 +14,7 @@ type counters struct {
 	readaheadHits        atomic.Int64
 	readaheadBytes       atomic.Int64
 	localReads           atomic.Int64 // reads lent from an OST's object file in this process (view.go)
+	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.DirectBulk)
 	peakDirty            atomic.Int64
 }
 
@@ -40,5 +41,7 @@ func (c *Client) Counters() []Counter {
 		{"readahead_hits", c.counters.readaheadHits.Load()},
 		{"readahead_bytes", c.counters.readaheadBytes.Load()},
 		{"local_reads", c.counters.localReads.Load()},
+		{"direct_writes", c.counters.directWrites.Load()},
+		{"grant_bytes", c.grantBytes()},
 	}
 }

@@ -102,6 +102,9 @@ func (c *Client) writeCall(ctx context.Context, fid proto.FID, ost uint32, obj p
 
 // noteGrant records the grant a successful write's reply carries.
 func (c *Client) noteGrant(ost uint32, call *rpc.Call) {
+	if call.Direct {
+		c.counters.directWrites.Add(1)
+	}
 	r, ok := call.Resp.(*proto.OWriteReply)
 	if !ok || r.Grant.Seq == 0 {
 		return
@@ -125,6 +128,16 @@ func (c *Client) Grants() map[uint32]uint64 {
 		out[ost] = r.Grant
 	}
 	return out
+}
+
+// grantBytes is the space the OSTs have promised this client, in all
+// (Lustre's cur_grant_bytes, summed over OSTs).
+func (c *Client) grantBytes() int64 {
+	var n uint64
+	for _, b := range c.Grants() {
+		n += b
+	}
+	return int64(n)
 }
 
 // ownerOf returns who fid's blocks are charged to.

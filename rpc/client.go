@@ -47,6 +47,8 @@ type Call struct {
 	// else to go (an erasure-coded read rebuilds the data from the other
 	// OSTs).
 	FailFast bool
+	// Direct is set when the call ran its handler directly (DirectBulk).
+	Direct bool
 
 	transno, committed uint64 // from the reply header
 	replayOf           uint64 // a replay: the transno before the restart
@@ -144,16 +146,16 @@ func (c *Client) Close() error {
 // resent: it fails with ErrDisconnected, since only the caller knows whether
 // the operation may be repeated.
 func (c *Client) Do(ctx context.Context, call *Call) error {
-	if c.DirectBulk && len(call.BulkOut) > 0 {
-		if srv := localServer(c.Addr); srv != nil {
-			return srv.callDirect(ctx, c, call)
-		}
-	}
 	start := time.Now()
 	backoff := 20 * time.Millisecond
 	for {
 		cc, err := c.get(ctx)
 		if err == nil {
+			if c.DirectBulk && len(call.BulkOut) > 0 {
+				if srv := localServer(c.Addr); srv != nil {
+					return srv.callDirect(ctx, c, cc, call)
+				}
+			}
 			return c.do(ctx, cc, call)
 		}
 		if errors.Is(err, errClosed) || call.FailFast || ctx.Err() != nil || time.Since(start) > c.RetryFor {

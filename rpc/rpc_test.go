@@ -268,6 +268,8 @@ func TestBadFrames(t *testing.T) {
 	}
 }
 
+type wrappedListener struct{ net.Listener }
+
 // TestShortcut checks that a client in the server's process reaches it
 // over a pipe, bulk intact, while the socket keeps serving other
 // processes, and that a closed server is not reached through either.
@@ -288,7 +290,8 @@ func TestShortcut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Serve(l)
+	// Served through a wrapper, as an OST serves its listener.
+	go s.Serve(wrappedListener{l})
 	defer s.Close()
 	bulk := bytes.Repeat([]byte("stripefs"), 3<<17) // 3 MiB
 	echo := func(addr string) error {
@@ -314,12 +317,12 @@ func TestShortcut(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	if len(peers) != 2 || peers[0] != "pipe" || peers[1] == "pipe" {
+	if len(peers) != 2 || !strings.HasPrefix(peers[0], "pipe:") || strings.HasPrefix(peers[1], "pipe:") {
 		t.Fatalf("peers %q: want the first over the pipe, the second over the socket", peers)
 	}
 	mu.Unlock()
 	// DirectBulk: a call with bulk runs the handler in this goroutine,
-	// with the same results and errors as over a connection.
+	// with the same results, errors and peer as over its connection.
 	dc := NewClient(l.Addr().String(), "direct")
 	dc.DirectBulk = true
 	in := make([]byte, len(bulk))
@@ -328,12 +331,12 @@ func TestShortcut(t *testing.T) {
 	if err := dc.Do(context.Background(), call); err != nil {
 		t.Fatal(err)
 	}
-	if r.Got != int64(len(bulk)) || !bytes.Equal(in[:call.NBulkIn], bulk) {
-		t.Fatalf("direct echo: server got %d, %d came back", r.Got, call.NBulkIn)
+	if r.Got != int64(len(bulk)) || !bytes.Equal(in[:call.NBulkIn], bulk) || !call.Direct {
+		t.Fatalf("direct echo: server got %d, %d came back, direct %v", r.Got, call.NBulkIn, call.Direct)
 	}
 	mu.Lock()
-	if len(peers) != 3 || !strings.HasPrefix(peers[2], "direct:") {
-		t.Fatalf("peers %q: want the third call direct", peers)
+	if len(peers) != 3 || !strings.HasPrefix(peers[2], "pipe:") || peers[2] == peers[0] {
+		t.Fatalf("peers %q: want the third call direct, as its own pipe", peers)
 	}
 	mu.Unlock()
 	s.Handle(mFail, func(ctx context.Context, r *Request) (Reply, error) {

@@ -108,13 +108,14 @@ type Server struct {
 	mu    sync.Mutex
 	lis   []net.Listener
 	conns map[net.Conn]struct{}
+	pipes map[string]string // in-process connection name → its peer address (callDirect)
 	wg    sync.WaitGroup
 	done  bool
 }
 
 // NewServer returns a server with no handlers.
 func NewServer(name string) *Server {
-	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}, Boot: NewUUID()}
+	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}, pipes: map[string]string{}, Boot: NewUUID()}
 	s.handlers[MethodStats] = s.serveStats
 	return s
 }
@@ -142,7 +143,7 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.lis = append(s.lis, l)
 	s.mu.Unlock()
-	if sl, ok := l.(*shortcutListener); ok {
+	if sl := shortcutFor(l); sl != nil {
 		shortcuts.Lock()
 		sl.srv = s
 		shortcuts.Unlock()
@@ -201,6 +202,17 @@ func (s *Server) serveConn(c net.Conn) {
 		c.Close()
 	}()
 	sc := &serverConn{s: s, c: c, peer: c.RemoteAddr().String()}
+	if name, ok := pipeName(sc.peer); ok {
+		// Direct calls of the client at the other end run as ours.
+		s.mu.Lock()
+		s.pipes[name] = sc.peer
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.pipes, name)
+			s.mu.Unlock()
+		}()
+	}
 	r := bufio.NewReaderSize(c, 64<<10)
 	if err := sc.handshake(r); err != nil {
 		log.Printf("%s: %s: %v", s.Name, sc.peer, err)

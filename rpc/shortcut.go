@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/stripefs/stripefs/wire"
@@ -92,14 +95,44 @@ func dialShortcut(ctx context.Context, addr string) (net.Conn, bool, error) {
 		return nil, false, nil
 	}
 	a, b := net.Pipe()
+	name := strconv.FormatUint(pipeSeq.Add(1), 10)
 	select {
-	case l.conns <- b:
-		return a, true, nil
+	case l.conns <- &pipeEnd{Conn: b, name: name}:
+		return &pipeEnd{Conn: a, name: name}, true, nil
 	case <-l.done:
 		return nil, true, fmt.Errorf("rpc: dial %s: connection refused", addr)
 	case <-ctx.Done():
 		return nil, true, ctx.Err()
 	}
+}
+
+var pipeSeq atomic.Uint64
+
+// pipeEnd is one end of an in-process connection. Both ends know the
+// connection's name, and the server end reports it as its peer address
+// ("pipe:NAME"), so a direct call (callDirect) can run as a call on that
+// connection: the handler sees the connection's peer, and what a server
+// ties to a connection (an OST's grants) holds for direct calls too.
+type pipeEnd struct {
+	net.Conn
+	name string
+}
+
+func (p *pipeEnd) RemoteAddr() net.Addr { return pipeEndAddr(p.name) }
+
+type pipeEndAddr string
+
+func (pipeEndAddr) Network() string  { return "pipe" }
+func (a pipeEndAddr) String() string { return "pipe:" + string(a) }
+
+// pipeName is the name of the in-process connection a peer address
+// names, which a listener may have suffixed ("pipe:NAME#ID").
+func pipeName(peer string) (string, bool) {
+	name, ok := strings.CutPrefix(peer, "pipe:")
+	if i := strings.IndexByte(name, '#'); i >= 0 {
+		name = name[:i]
+	}
+	return name, ok
 }
 
 // SetLocal attaches v to l, a listener of this process: clients in the
@@ -125,6 +158,15 @@ func Local(addr string) any {
 	return nil
 }
 
+// shortcutFor is the shortcut listener under l, which the server's owner
+// may have wrapped (an OST tracks its connections): the one registered
+// for l's address.
+func shortcutFor(l net.Listener) *shortcutListener {
+	shortcuts.Lock()
+	defer shortcuts.Unlock()
+	return shortcuts.m[l.Addr().String()]
+}
+
 // localServer returns the server in this process that serves addr.
 func localServer(addr string) *Server {
 	shortcuts.Lock()
@@ -139,8 +181,9 @@ func localServer(addr string) *Server {
 // server's own process: no frame, and the request's bulk is handed over
 // as it is (an OST writes straight from the client's buffer), one copy of
 // every byte less than even the in-process pipe. Errors, counters and the
-// caller's identity are as over a connection.
-func (s *Server) callDirect(ctx context.Context, c *Client, call *Call) error {
+// caller's identity are as over a connection, and so is its peer: that
+// of cc, the client's connection to the server, when it is a pipe.
+func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call *Call) error {
 	msg := encodeReq(call)
 	var bulk []byte
 	switch len(call.BulkOut) {
@@ -157,7 +200,16 @@ func (s *Server) callDirect(ctx context.Context, c *Client, call *Call) error {
 	}
 	s.Stats.request(call.Method, int64(len(bulk)))
 	c.Stats.request(call.Method, int64(len(bulk)))
-	req := &Request{Method: call.Method, Msg: msg, Bulk: bulk, Peer: "direct:" + c.UUID, Client: c.UUID, Name: c.Name, XID: call.XID}
+	peer := "direct:" + c.UUID
+	if p, ok := cc.c.(*pipeEnd); ok {
+		s.mu.Lock()
+		if sp := s.pipes[p.name]; sp != "" {
+			peer = sp
+		}
+		s.mu.Unlock()
+	}
+	call.Direct = true
+	req := &Request{Method: call.Method, Msg: msg, Bulk: bulk, Peer: peer, Client: c.UUID, Name: c.Name, XID: call.XID}
 	dctx := context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name})
 	var transno uint64
 	dctx = context.WithValue(dctx, transnoKey{}, &transno)
