@@ -117,6 +117,15 @@ func TestECSurvivesLostOSTs(t *testing.T) {
 		t.Fatalf("getstripe of an EC file:\n%s", out)
 	}
 	verifyEC(t, "healthy", files)
+	// Parity went around the OSTs' page cache (and the degraded reads
+	// below read it back from there).
+	var direct int64
+	for _, p := range c.OSTs {
+		direct += ostCounters(t, p)["direct_writes"]
+	}
+	if direct == 0 {
+		t.Error("no parity unit was written with direct I/O")
+	}
 
 	c.Kill9(c.OSTs[1])
 	verifyEC(t, "ost1 killed", files)

@@ -217,8 +217,9 @@ func (c *Client) writeUnit(ctx context.Context, fid proto.FID, lay proto.Layout,
 		if err != nil {
 			return err
 		}
+		req := call.Req.(*proto.OWriteReq)
+		req.NoCache = j >= g.K // parity: read only to rebuild
 		if last {
-			req := call.Req.(*proto.OWriteReq)
 			req.Tag, req.TagOff = tag.Marshal(), objOff
 		}
 		sem <- struct{}{}

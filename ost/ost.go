@@ -103,6 +103,22 @@ type objFile struct {
 	f    *os.File
 	refs int
 	dead bool // evicted while in use: close at last unref
+
+	dmu      sync.Mutex
+	direct   *os.File // O_DIRECT, for NoCache writes (nocache.go); opened on first use
+	noDirect bool     // direct I/O failed on this object: write buffered
+	dioOff   int      // alignment of direct I/O offsets and lengths
+	dioMem   int      // and of its buffers
+}
+
+// close closes the object's descriptors.
+func (of *objFile) close() {
+	of.f.Close()
+	of.dmu.Lock()
+	if of.direct != nil {
+		of.direct.Close()
+	}
+	of.dmu.Unlock()
 }
 
 // Open opens (creating on first use) the OST in cfg.DataDir.
@@ -217,7 +233,7 @@ func (o *OST) Close() error {
 	}
 	o.fdMu.Lock()
 	for e := o.lru.Front(); e != nil; e = e.Next() {
-		e.Value.(*objFile).f.Close()
+		e.Value.(*objFile).close()
 	}
 	o.fds = map[proto.ObjID]*list.Element{}
 	o.lru.Init()
@@ -315,7 +331,7 @@ func (o *OST) get(id proto.ObjID, create bool) (*objFile, error) {
 		o.lru.Remove(e)
 		delete(o.fds, old.id)
 		if old.refs == 0 {
-			old.f.Close()
+			old.close()
 		} else {
 			old.dead = true
 		}
@@ -328,7 +344,7 @@ func (o *OST) put(of *objFile) {
 	defer o.fdMu.Unlock()
 	of.refs--
 	if of.refs == 0 && of.dead {
-		of.f.Close()
+		of.close()
 	}
 }
 
@@ -341,7 +357,7 @@ func (o *OST) forget(id proto.ObjID) {
 		o.lru.Remove(e)
 		delete(o.fds, id)
 		if of.refs == 0 {
-			of.f.Close()
+			of.close()
 		} else {
 			of.dead = true
 		}
@@ -402,7 +418,7 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	est, known := o.ext.unallocated(of.f, req.Off, end)
 	if known && est == 0 {
 		o.ctr.rewritesSkipped.Add(1)
-		if _, err := of.f.WriteAt(r.Bulk, int64(req.Off)); err != nil {
+		if _, err := o.writeData(of, r.Bulk, int64(req.Off), req.NoCache); err != nil {
 			return rpc.Reply{}, o.errorf("write", req.Obj, err)
 		}
 		if err := o.putTag(&req); err != nil {
@@ -439,8 +455,8 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 		writeOwnerXattr(of.f, owner)
 	}
 	end := req.Off + uint64(len(data))
-	_, werr := of.f.WriteAt(data, int64(req.Off))
-	if werr == nil && !o.cfg.NoEarlyWriteback && len(data) >= earlyWriteback {
+	direct, werr := o.writeData(of, data, int64(req.Off), req.NoCache)
+	if werr == nil && !direct && !o.cfg.NoEarlyWriteback && len(data) >= earlyWriteback {
 		// Best effort: an error here is the disk's, and fsync reports it.
 		_ = unix.SyncFileRange(int(of.f.Fd()), int64(req.Off), int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
 	}

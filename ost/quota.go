@@ -106,6 +106,7 @@ type counters struct {
 	grantEvictions, grantShrinks                     atomic.Int64
 	enospc, edquot, ownerChanges                     atomic.Int64
 	localReads                                       atomic.Int64 // reads lent to a client in this process (local.go)
+	directWrites, directCopies                       atomic.Int64 // NoCache writes done with O_DIRECT, and those copied to align them (nocache.go)
 }
 
 // counters reports the statistics for the stats method (stripefs stats).
@@ -119,6 +120,8 @@ func (o *OST) counters() []rpc.Counter {
 		{Name: "alloc_check_failures", Value: c.allocCheckFailures.Load()},
 		{Name: "rewrites_skipped_accounting", Value: c.rewritesSkipped.Load()},
 		{Name: "local_reads", Value: c.localReads.Load()},
+		{Name: "direct_writes", Value: c.directWrites.Load()},
+		{Name: "direct_write_copies", Value: c.directCopies.Load()},
 		{Name: "new_allocations", Value: c.newAllocations.Load()},
 		{Name: "allocated_bytes", Value: c.allocatedBytes.Load()},
 		{Name: "freed_bytes", Value: c.freedBytes.Load()},

@@ -315,6 +315,9 @@ type OWriteReq struct {
 	// data.
 	Tag    []byte
 	TagOff uint64
+	// NoCache says the data will not be read back soon (the parity of an
+	// erasure-coded row): the OST may write it around its page cache.
+	NoCache bool
 	// Bulk data follows the message.
 }
 
