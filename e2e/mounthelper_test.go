@@ -1,12 +1,18 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/stripefs/stripefs/fs/fusefs"
 	"github.com/stripefs/stripefs/internal/testcluster"
 )
 
@@ -20,7 +26,7 @@ func TestMountHelper(t *testing.T) {
 	must(t, os.Mkdir(mnt, 0o755))
 	helper := filepath.Join(c.Dir, "mount.fuse.stripefs")
 	must(t, os.Symlink(c.Bin, helper))
-	out, err := exec.Command(helper, c.MGS, mnt, "-o", "rw,allow_other,_netdev,attr_timeout=0").CombinedOutput()
+	out, err := exec.Command(helper, c.MGS, mnt, "-o", "rw,allow_other,_netdev,attr_timeout=0,read_ahead_kb=2048").CombinedOutput()
 	if err != nil {
 		t.Fatalf("mount helper: %v\n%s", err, out)
 	}
@@ -29,6 +35,9 @@ func TestMountHelper(t *testing.T) {
 	must(t, syscall.Statfs(mnt, &st))
 	if st.Type != 0x65735546 {
 		t.Fatalf("%s is not a FUSE mount after the helper returned", mnt)
+	}
+	if got := bdiReadAhead(t, mnt); got != "2048" {
+		t.Errorf("read_ahead_kb=2048 gave the mount a read-ahead window of %s KiB", got)
 	}
 	writeFile(t, filepath.Join(mnt, "f"), []byte("via helper"))
 	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
@@ -42,11 +51,26 @@ func TestMountHelper(t *testing.T) {
 	if got := readFile(t, filepath.Join(mnt, "f")); string(got) != "via helper" {
 		t.Fatalf("remount reads %q", got)
 	}
+	if got := bdiReadAhead(t, mnt); got != strconv.Itoa(fusefs.DefaultReadAheadKB) {
+		t.Errorf("a mount's default read-ahead window is %s KiB, want %d", got, fusefs.DefaultReadAheadKB)
+	}
 	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}
-	bad, err := exec.Command(helper, c.MGS, mnt, "-o", "no_such_option").CombinedOutput()
-	if err == nil {
-		t.Fatalf("an unknown option was accepted: %s", bad)
+	for _, opt := range []string{"no_such_option", "read_ahead_kb=-1", "read_ahead_kb=lots"} {
+		bad, err := exec.Command(helper, c.MGS, mnt, "-o", opt).CombinedOutput()
+		if err == nil {
+			t.Fatalf("-o %s was accepted: %s", opt, bad)
+		}
 	}
+}
+
+// bdiReadAhead is the kernel's read-ahead window (KiB) of the mount at mnt.
+func bdiReadAhead(t *testing.T, mnt string) string {
+	t.Helper()
+	var st unix.Stat_t
+	must(t, unix.Stat(mnt, &st))
+	b, err := os.ReadFile(fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev)))
+	must(t, err)
+	return strings.TrimSpace(string(b))
 }

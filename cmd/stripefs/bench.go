@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/stripefs/stripefs/bench"
 	"github.com/stripefs/stripefs/cluster"
+	"github.com/stripefs/stripefs/fs/fusefs"
 )
 
 // sizeValue is a pflag.Value for byte counts written as 1GiB, 64MiB, 4096…
@@ -651,6 +653,7 @@ func lazyUnmount(dir string) {
 
 func loopbackCmd() *cobra.Command {
 	var src string
+	var readAheadKB int
 	cmd := &cobra.Command{
 		Use:    "loopback --src DIR MOUNTPOINT",
 		Short:  "Mount DIR at MOUNTPOINT through a plain go-fuse loopback (the benchmarks' baseline)",
@@ -675,7 +678,7 @@ func loopbackCmd() *cobra.Command {
 				return err
 			}
 			// The same kernel-facing settings as a stripefs mount
-			// (fusefs.Mount, DefaultMountOptions), and no passthrough,
+			// (fusefs.Mount, DefaultMountOptions, read_ahead_kb), and no passthrough,
 			// so the daemon carries every read and write as stripefs's does.
 			timeout := time.Second
 			clearStaleMount(mnt)
@@ -695,10 +698,17 @@ func loopbackCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("mount %s: %w", mnt, err)
 			}
+			if readAheadKB > 0 {
+				if err := fusefs.SetReadAhead(mnt, readAheadKB); err != nil {
+					log.Printf("loopback: %s: kernel read-ahead window left as it was: %v", mnt, err)
+				}
+			}
 			fmt.Printf("%s%s\n", readyPrefix, mnt)
 			return serveUntilSignal(srv, mnt)
 		},
 	}
 	cmd.Flags().StringVar(&src, "src", "", "directory to expose")
+	cmd.Flags().IntVar(&readAheadKB, "read-ahead-kb", fusefs.DefaultReadAheadKB,
+		"kernel read-ahead window, as a stripefs mount's -o read_ahead_kb (0: the kernel's 128 KiB)")
 	return cmd
 }

@@ -61,7 +61,9 @@ func mountCmd() *cobra.Command {
 		Short: "Mount a stripefs filesystem with FUSE",
 		Long: `Mount a stripefs filesystem with FUSE. Options (-o, comma separated):
 allow_other, default_permissions (on by default), no_default_permissions, ro,
-attr_timeout=SECONDS, entry_timeout=SECONDS, fsname=NAME, debug.
+attr_timeout=SECONDS, entry_timeout=SECONDS, fsname=NAME, debug,
+read_ahead_kb=KIB (the kernel's read-ahead window; 1024 by default, 0 leaves
+the kernel's 128).
 The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

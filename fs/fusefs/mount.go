@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"fmt"
+	"log"
 	"strconv"
 	"strings"
 	"time"
@@ -20,12 +21,16 @@ type MountOptions struct {
 	ReadOnly           bool
 	FSName             string
 	Debug              bool
+	// ReadAheadKB is the kernel's read-ahead window for the mount
+	// (readahead.go); 0 leaves the kernel's.
+	ReadAheadKB int
 }
 
 // DefaultMountOptions are what a bare mount gets: one-second kernel caches
 // and kernel permission checks.
 func DefaultMountOptions() MountOptions {
-	return MountOptions{Options: Options{EntryTimeout: time.Second, AttrTimeout: time.Second}, DefaultPermissions: true}
+	return MountOptions{Options: Options{EntryTimeout: time.Second, AttrTimeout: time.Second}, DefaultPermissions: true,
+		ReadAheadKB: DefaultReadAheadKB}
 }
 
 // ParseOptions applies a comma-separated -o string. Options mount(8) adds
@@ -61,6 +66,12 @@ func (o *MountOptions) ParseOptions(s string) error {
 			}
 		case "fsname":
 			o.FSName = v
+		case "read_ahead_kb":
+			kb, err := strconv.Atoi(v)
+			if !hasV || err != nil || kb < 0 || kb > 1<<20 {
+				return fmt.Errorf("mount option read_ahead_kb needs a number of KiB from 0 (the kernel's default) to 1048576, got %q", v)
+			}
+			o.ReadAheadKB = kb
 		case "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser",
 			"users", "_netdev", "nofail", "defaults", "async", "atime", "noatime", "relatime", "x-systemd.automount":
 		default:
@@ -113,6 +124,12 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	if o.ReadAheadKB > 0 {
+		if err := SetReadAhead(dir, o.ReadAheadKB); err != nil {
+			// Not fatal: reads work, in the kernel's 128 KiB pieces.
+			log.Printf("stripefs: %s: kernel read-ahead window left as it was: %v", dir, err)
+		}
 	}
 	return srv, nil
 }
