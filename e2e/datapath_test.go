@@ -326,9 +326,7 @@ func TestUpLocalReads(t *testing.T) {
 		{"tail", func(p string) []byte { return write(p, 3<<20, 0) }},                  // truncated up past the data
 		{"big", func(p string) []byte { return write(p, 4<<20, 0, 100<<10, 200<<10) }}, // ...and more of it
 	}
-	for _, fl := range files {
-		path := filepath.Join(d, fl.name)
-		want := fl.make(path)
+	readBack := func(path string, want []byte) {
 		f, err := os.Open(path)
 		must(t, err)
 		must(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)) // read through the daemon, not the page cache
@@ -336,8 +334,31 @@ func TestUpLocalReads(t *testing.T) {
 		f.Close()
 		must(t, err)
 		if !bytes.Equal(got, want) {
-			t.Fatalf("%s: read %d bytes, want %d, equal %v", fl.name, len(got), len(want), bytes.Equal(got, want))
+			t.Fatalf("%s: read %d bytes, want %d, equal %v", path, len(got), len(want), bytes.Equal(got, want))
 		}
+	}
+	for _, fl := range files {
+		path := filepath.Join(d, fl.name)
+		readBack(path, fl.make(path))
+	}
+	// Units of 1 MiB: the kernel reads them whole (read_ahead_kb), and a
+	// 1 MiB reply does not fit a pipe of the default pipe-max-size, so
+	// these views are copied rather than spliced.
+	wide := filepath.Join(mnt, "wide")
+	must(t, os.Mkdir(wide, 0o755))
+	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "setstripe", "-c", "2", "-S", "1M", wide)
+	path := filepath.Join(wide, "f")
+	want := write(path, 5<<20+123, 0, 1<<20, 3<<20+5)
+	readBack(path, want)
+	f, err := os.Open(path)
+	must(t, err)
+	must(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+	unit := make([]byte, 1<<20)
+	_, err = f.ReadAt(unit, 1<<20) // one whole unit: one 1 MiB view
+	f.Close()
+	must(t, err)
+	if !bytes.Equal(unit, want[1<<20:2<<20]) {
+		t.Fatal("a whole 1 MiB unit read back wrong")
 	}
 	if n := clientCounter(t, mnt, "local_reads"); n == 0 {
 		t.Fatal("no read was lent by an OST of the up process")
@@ -351,9 +372,9 @@ func TestUpLocalReads(t *testing.T) {
 		t.Error("the up mount holds no grant after writing")
 	}
 	// Unflushed data is read from the client's cache, not the objects.
-	path := filepath.Join(d, "dirty")
-	want := write(path, 200<<10, 0)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	path = filepath.Join(d, "dirty")
+	want = write(path, 200<<10, 0)
+	f, err = os.OpenFile(path, os.O_RDWR, 0)
 	must(t, err)
 	defer f.Close()
 	patch := bytes.Repeat([]byte("new"), 10000)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/hanwen/go-fuse/v2/splice"
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/proto"
@@ -394,10 +395,20 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 		return nil, status(err)
 	}
 	if v.File != 0 {
+		if v.Len+spliceSlack > splice.MaxPipeSize() {
+			// go-fuse would fail to grow its pipe (pipe-max-size is 1 MiB
+			// by default, a 1 MiB read and its header more), log it and
+			// copy: copy without the attempt.
+			return &fileCopy{v: v}, fuse.OK
+		}
 		return fileResult{v}, fuse.OK
 	}
 	return dataResult{v}, fuse.OK
 }
+
+// spliceSlack is what a spliced reply needs in its pipe beside the data:
+// the reply header and the page go-fuse adds.
+const spliceSlack = 8 << 10
 
 // dataResult answers a read with bytes the client may lend until the
 // reply is written (a read-ahead chunk), without copying them into
@@ -413,14 +424,49 @@ func (r dataResult) Done()                              { r.v.Release() }
 // lends (an OST in this process): go-fuse splices it to the kernel.
 type fileResult struct{ v fs.View }
 
-func (r fileResult) Seekable() (uintptr, int64, int) { return r.v.File, r.v.Off, r.v.Len }
-func (r fileResult) Size() int                       { return r.v.Len }
-func (r fileResult) Done()                           { r.v.Release() }
-func (r fileResult) Bytes(buf []byte) ([]byte, fuse.Status) {
-	if len(buf) < r.v.Len {
-		buf = make([]byte, r.v.Len)
+func (r fileResult) Seekable() (uintptr, int64, int)        { return r.v.File, r.v.Off, r.v.Len }
+func (r fileResult) Size() int                              { return r.v.Len }
+func (r fileResult) Done()                                  { r.v.Release() }
+func (r fileResult) Bytes(buf []byte) ([]byte, fuse.Status) { return viewBytes(r.v, buf) }
+
+// fileCopy answers a read with a range of a lent object file too large to
+// splice, copied into a buffer of its own, which go-fuse writes as it is
+// (Slices) rather than trying a splice first.
+type fileCopy struct {
+	v   fs.View
+	buf *[]byte // filled on first use, from copyBufs
+	st  fuse.Status
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1<<20); return &b }}
+
+func (r *fileCopy) Slices() ([][]byte, fuse.Status) {
+	if r.buf == nil {
+		r.buf = copyBufs.Get().(*[]byte)
+		b := *r.buf
+		if cap(b) < r.v.Len {
+			b = make([]byte, r.v.Len)
+		}
+		data, st := viewBytes(r.v, b[:r.v.Len])
+		*r.buf, r.st = data, st
 	}
-	n, err := r.v.CopyTo(buf)
+	return [][]byte{*r.buf}, r.st
+}
+func (r *fileCopy) Size() int                              { return r.v.Len }
+func (r *fileCopy) Bytes(buf []byte) ([]byte, fuse.Status) { return viewBytes(r.v, buf) }
+func (r *fileCopy) Done() {
+	r.v.Release()
+	if r.buf != nil {
+		copyBufs.Put(r.buf)
+	}
+}
+
+// viewBytes copies a file view into buf, or a new buffer if buf is short.
+func viewBytes(v fs.View, buf []byte) ([]byte, fuse.Status) {
+	if len(buf) < v.Len {
+		buf = make([]byte, v.Len)
+	}
+	n, err := v.CopyTo(buf)
 	if err != nil {
 		return nil, fuse.ToStatus(err)
 	}
