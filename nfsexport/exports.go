@@ -1,7 +1,6 @@
 package nfsexport
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pkg/xattr"
 
+	"github.com/stripefs/stripefs/internal/mountinfo"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/stats"
@@ -86,48 +86,24 @@ func Inspect(ctx context.Context, mnt string) (*Export, error) {
 // findMount looks for the FUSE mount whose mount point is dir; when dir is
 // only inside one, point is the deepest mount point above it.
 func findMount(r io.Reader, dir string) (point string, opts []string, found bool, err error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		f := strings.Fields(sc.Text())
-		sep := slices.Index(f, "-")
-		if len(f) < 6 || sep < 0 || sep+3 >= len(f) {
+	mounts, err := mountinfo.Parse(r)
+	for _, m := range mounts {
+		if !strings.HasPrefix(m.FSType, "fuse") {
 			continue
 		}
-		mp := unescapeMountinfo(f[4])
-		if !strings.HasPrefix(f[sep+1], "fuse") {
-			continue
-		}
-		if mp == dir {
-			for _, o := range append(strings.Split(f[5], ","), strings.Split(f[sep+3], ",")...) {
+		if m.Point == dir {
+			for _, o := range slices.Concat(m.Options, m.Super) {
 				if !slices.Contains(opts, o) {
 					opts = append(opts, o)
 				}
 			}
-			return mp, opts, true, nil
+			return m.Point, opts, true, err
 		}
-		if strings.HasPrefix(dir, mp+"/") && len(mp) > len(point) {
-			point = mp
+		if strings.HasPrefix(dir, m.Point+"/") && len(m.Point) > len(point) {
+			point = m.Point
 		}
 	}
-	return point, nil, false, sc.Err()
-}
-
-// unescapeMountinfo undoes the kernel's octal escapes (\040 for space…).
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return point, nil, false, err
 }
 
 // Line is the /etc/exports entry for clients (a host, network or "*"),

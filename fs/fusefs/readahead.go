@@ -1,12 +1,12 @@
 package fusefs
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
+
+	"github.com/stripefs/stripefs/internal/mountinfo"
 )
 
 // DefaultReadAheadKB is the kernel read-ahead window a mount asks for:
@@ -41,46 +41,18 @@ func mountDevice(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Read()
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
 	dev := ""
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// "36 35 98:0 /root /mnt/point rw,... - type source opts"
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 && unescapeMountinfo(fields[4]) == abs {
-			dev = fields[2] // the last one: a later mount hides earlier ones
+	for _, m := range mounts {
+		if m.Point == abs {
+			dev = m.Dev // the last one: a later mount hides earlier ones
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
 	}
 	if dev == "" {
 		return "", fmt.Errorf("%s is not in /proc/self/mountinfo", abs)
 	}
 	return dev, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) the
-// kernel writes in mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
