@@ -5,7 +5,7 @@ BIN     := bin/stripefs
 RUNDIR  ?= $(CURDIR)/run
 FUZZTIME ?= 10s
 # Packages whose state is shared between goroutines: tested with -race.
-RACE_PKGS := ./wire/... ./rpc/... ./layout/... ./proto/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/...
+RACE_PKGS := ./wire/... ./rpc/... ./layout/... ./proto/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/...
 
 .PHONY: build run test test-unit test-e2e fuzz lint bench install clean
 
