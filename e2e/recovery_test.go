@@ -206,3 +206,47 @@ func TestMDTRecoveryEvictsLostClient(t *testing.T) {
 	}
 	t.Logf("restart to end of recovery: %v (window %d ms, %d replays)", took.Round(time.Millisecond), s["recovery_window_ms"], s["recovery_replays"])
 }
+
+// TestMDTEvictsLostClient: a client whose process dies while the MDT runs
+// loses its connection; after --evict-after the MDT commits what it
+// answered that client and drops it from the client table, so a later
+// restart (even by kill -9) does not wait for it, and nothing the client
+// was told is lost.
+func TestMDTEvictsLostClient(t *testing.T) {
+	c := testcluster.StartArgs(t, 1, 2, "--commit-interval", "1h", "--evict-after", "1s")
+	mdt := c.MDTs[0]
+	pa, ma := c.MountAt("clientA")
+	must(t, os.Mkdir(filepath.Join(ma, "a"), 0o755))
+	for i := 0; i < 3; i++ {
+		writeFile(t, filepath.Join(ma, "a", fmt.Sprint(i)), []byte(fmt.Sprint("A", i)))
+	}
+	if s := mdtCounters(t, mdt.Addr); s["clients"] != 1 {
+		t.Fatalf("client A is not in the client table: %v", s)
+	}
+	c.Kill9(pa)
+	_ = exec.Command("fusermount3", "-u", "-z", ma).Run()
+	waitCounters(t, mdt.Addr, "the eviction of the lost client", func(s map[string]int64) bool {
+		return s["clients_evicted_lost"] == 1 && s["clients"] == 0
+	})
+	log, err := os.ReadFile(mdt.Log)
+	must(t, err)
+	if !strings.Contains(string(log), fmt.Sprintf("evicted client %q", "mount:"+ma)) {
+		t.Fatalf("the MDT log does not say whom it evicted:\n%s", log)
+	}
+
+	// Its changes were committed by the eviction: a kill -9 now (with
+	// group commits an hour apart) keeps them, and the restart has no
+	// client to wait for.
+	c.Kill9(mdt)
+	c.Restart(mdt)
+	s := waitCounters(t, mdt.Addr, "the end of recovery", func(s map[string]int64) bool { return s["recovery_status"] == 0 })
+	if s["recovery_clients_known"] != 0 {
+		t.Fatalf("the restart waited for clients: %v", s)
+	}
+	_, mc := c.MountAt("clientC")
+	for i := 0; i < 3; i++ {
+		if got := readFile(t, filepath.Join(mc, "a", fmt.Sprint(i))); string(got) != fmt.Sprint("A", i) {
+			t.Fatalf("A's file %d after the restart: %q", i, got)
+		}
+	}
+}

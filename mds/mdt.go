@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -55,6 +56,10 @@ type Config struct {
 	// DefaultClientWindow; clients still replaying at its end get as long
 	// again). See clients.go.
 	ClientWindow time.Duration
+	// EvictAfter is how long a client of the client table may stay
+	// without a connection before the running MDT evicts it (default
+	// DefaultEvictAfter; negative: never). See evict.go.
+	EvictAfter time.Duration
 	// TxnAskAfter is how old a record held as a participant must be before
 	// its coordinator is asked whether it lost its part (default 5s; the
 	// answer is safe at any age, asking early only wastes RPCs).
@@ -114,6 +119,7 @@ type MDT struct {
 	clientsMu    sync.RWMutex
 	clients      map[string]bool // uuids in the client table
 	win          clientWindow
+	lost         lostClients
 	startTransno uint64 // last transno on disk at start
 
 	quota    *quotaState // quota.go
@@ -143,6 +149,9 @@ func Open(cfg Config) (*MDT, error) {
 	}
 	if cfg.ClientWindow <= 0 {
 		cfg.ClientWindow = DefaultClientWindow
+	}
+	if cfg.EvictAfter == 0 {
+		cfg.EvictAfter = DefaultEvictAfter
 	}
 	if cfg.ClientWindow > MaxClientWindow {
 		return nil, fmt.Errorf("mdt%d: %w: %v, at most %v", cfg.Index, errWindowTooLong, cfg.ClientWindow, MaxClientWindow)
@@ -193,6 +202,7 @@ func Open(cfg Config) (*MDT, error) {
 		return nil, fmt.Errorf("mdt%d: client table: %w", cfg.Index, err)
 	}
 	m.Srv = rpc.NewServer(fmt.Sprintf("mdt%d", cfg.Index))
+	m.Srv.ConnHook = m.connChange
 	m.Srv.Committed = m.committed.Load
 	m.register()
 	m.registerDNE()
@@ -217,7 +227,7 @@ func Open(cfg Config) (*MDT, error) {
 		return nil, err
 	}
 	prevCounters := m.Srv.Counters
-	m.Srv.Counters = func() []rpc.Counter { return append(prevCounters(), m.windowCounters()...) }
+	m.Srv.Counters = func() []rpc.Counter { return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters()) }
 	m.wg.Add(2)
 	go m.committer()
 	go m.sweeper()
@@ -309,6 +319,7 @@ func (m *MDT) Serve(l net.Listener) error { return m.Srv.Serve(l) }
 // halt stops serving and every background task without a final commit:
 // what a crash does, for tests that then take the filesystem's crash image.
 func (m *MDT) halt() {
+	m.stopLost()   // before the connections close: none of that is a lost client
 	m.stopWindow() // first: requests held by the window must end for Close to return
 	m.Srv.Close()
 	close(m.stop)

@@ -105,6 +105,10 @@ type Server struct {
 	// Boot identifies this start of the server.
 	Boot string
 
+	// ConnHook, when set before serving, is told when a connection whose
+	// hello named a client opens (after the hello) and closes.
+	ConnHook func(client, name string, up bool)
+
 	mu    sync.Mutex
 	lis   []net.Listener
 	conns map[net.Conn]struct{}
@@ -217,6 +221,10 @@ func (s *Server) serveConn(c net.Conn) {
 	if err := sc.handshake(r); err != nil {
 		log.Printf("%s: %s: %v", s.Name, sc.peer, err)
 		return
+	}
+	if hook := s.ConnHook; hook != nil && sc.uuid != "" {
+		hook(sc.uuid, sc.name, true)
+		defer hook(sc.uuid, sc.name, false)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

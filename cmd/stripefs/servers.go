@@ -35,6 +35,12 @@ func mdsCmd() *cobra.Command {
 			if cfg.DataDir == "" {
 				return fmt.Errorf("--data is required")
 			}
+			switch {
+			case cfg.EvictAfter < 0:
+				return fmt.Errorf("--evict-after %v: a duration of 0 (never) or more", cfg.EvictAfter)
+			case cfg.EvictAfter == 0:
+				cfg.EvictAfter = -1 // mds.Config spells never so
+			}
 			l, err := rpc.Listen(listen)
 			if err != nil {
 				return fmt.Errorf("mdt%d: %w", cfg.Index, err)
@@ -73,6 +79,8 @@ func mdsCmd() *cobra.Command {
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "group commit interval")
 	f.DurationVar(&cfg.ClientWindow, "recovery-window", mds.DefaultClientWindow,
 		fmt.Sprintf("after a restart, how long to wait for the clients this MDT knew to reconnect and replay before serving others and evicting the missing (at most %v)", mds.MaxClientWindow))
+	f.DurationVar(&cfg.EvictAfter, "evict-after", mds.DefaultEvictAfter,
+		"evict a client of the client table that has had no connection this long: its changes are committed and a restart no longer waits for it (0: never)")
 	f.BoolVar(&cfg.RemoteSync, "remote-sync", false, "commit cross-MDT operations synchronously (the old osd_sync behaviour; atomicity does not need it)")
 	return cmd
 }
