@@ -192,6 +192,26 @@ func TestECLayoutCommands(t *testing.T) {
 	if err != nil || !strings.Contains(string(v), "stripe_count=6") || !strings.Contains(string(v), "ec=5+1") {
 		t.Fatalf("lustre.lov: %q %v", v, err)
 	}
+
+	// The EC benchmark: both layouts written and read, its ratios
+	// printed, its files gone afterwards; and a geometry the filesystem
+	// cannot hold refused with a message.
+	var res struct {
+		Rounds     []map[string]float64 `json:"rounds"`
+		WriteRatio float64              `json:"write_ratio"`
+		ReadRatio  float64              `json:"read_ratio"`
+	}
+	out = []byte(sfRun(t, c, "bench", "ec", "--mount", mnt, "--size", "8MiB", "--rounds", "2", "--json"))
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Rounds) != 2 || res.WriteRatio <= 0 || res.ReadRatio <= 0 {
+		t.Fatalf("bench ec --json: %v: %s", err, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(mnt, "ecbench.*")); len(left) > 0 {
+		t.Errorf("bench ec left %v", left)
+	}
+	out, err = exec.Command(c.Bin, "bench", "ec", "--mount", mnt, "-E", "5+2", "--size", "1MiB").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "7 OSTs") {
+		t.Errorf("bench ec -E 5+2 on 6 OSTs: %v: %s", err, out)
+	}
 }
 
 // TestECCrashBetweenDataAndParityWrites: a client's row writes reach the

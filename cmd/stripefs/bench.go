@@ -93,6 +93,13 @@ it caused):
                   ratio; a pure write workload should show no OST reads.
                   e.g. bench nfswrite -o MNT/nfs -s 256MiB
 
+Comparisons on a stripefs mount, in alternating rounds, with their ratios:
+  bench dne       remote vs local mkdir (and with remote_sync=1), and mdtest
+                  files on one MDT vs round-robin over the MDTs.
+  bench ec        ior write and read of an erasure-coded file (-E 4+2)
+                  against a plain one striped over as many OSTs.
+                  e.g. bench ec --mount MNT --rounds 6
+
 OSTs without a client (obdfilter-survey):
   bench survey    write, rewrite and read objects over RPC straight to the
                   OSTs, beside the same pattern written to plain files on
@@ -100,7 +107,7 @@ OSTs without a client (obdfilter-survey):
                   OSTs' allocation, FIEMAP, grant and quota counters.
                   e.g. bench survey --data /tmp/sv --threads 4 --size 512MiB`,
 	}
-	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd())
+	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd())
 	return cmd
 }
 
