@@ -360,6 +360,17 @@ func TestUpLocalReads(t *testing.T) {
 	if !bytes.Equal(unit, want[1<<20:2<<20]) {
 		t.Fatal("a whole 1 MiB unit read back wrong")
 	}
+	// Erasure-coded: data units are lent as plain stripe units are,
+	// a short last unit and holes included.
+	ec := filepath.Join(mnt, "ec")
+	must(t, os.Mkdir(ec, 0o755))
+	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "setstripe", "-E", "1+1", "-S", "64k", ec)
+	before := clientCounter(t, mnt, "local_reads")
+	path = filepath.Join(ec, "f")
+	readBack(path, write(path, 700<<10+77, 0, 300<<10, 650<<10))
+	if clientCounter(t, mnt, "local_reads") == before {
+		t.Error("no read of an erasure-coded file was lent")
+	}
 	if n := clientCounter(t, mnt, "local_reads"); n == 0 {
 		t.Fatal("no read was lent by an OST of the up process")
 	}

@@ -59,11 +59,14 @@ type localObjects interface {
 	LocalRead(obj proto.ObjID, off int64, n int) (fd uintptr, release func(), ok bool)
 }
 
-// localView answers [off, off+n) of a plain-layout file from one object
-// of an OST in this process, when the range lies in one stripe unit the
-// object holds in full. st.mu is held.
+// localView answers [off, off+n) of a file from one object of an OST in
+// this process, when the range lies in one stripe unit (of an
+// erasure-coded file, one data unit: normal reads never touch parity)
+// that the object holds in full. Anything else, a lost object included,
+// takes the RPC path, which for an erasure-coded file rebuilds what it
+// cannot read. st.mu is held.
 func (c *Client) localView(st *inodeState, lay proto.Layout, off int64, n int) (View, bool) {
-	if lay.IsEC() || c.opts.NoLocalReads {
+	if c.opts.NoLocalReads || (lay.IsEC() && lay.CheckFile() != nil) {
 		return View{}, false
 	}
 	m := layout.Map(lay, uint64(off), n)
