@@ -4,6 +4,7 @@
 package mds
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,11 +61,16 @@ type Config struct {
 	// without a connection before the running MDT evicts it (default
 	// DefaultEvictAfter; negative: never). See evict.go.
 	EvictAfter time.Duration
+	// CacheSize bounds the MDT's block cache (default DefaultCacheSize).
+	CacheSize int64
 	// TxnAskAfter is how old a record held as a participant must be before
 	// its coordinator is asked whether it lost its part (default 5s; the
 	// answer is safe at any age, asking early only wastes RPCs).
 	TxnAskAfter time.Duration
 }
+
+// DefaultCacheSize is an MDT's block cache unless configured.
+const DefaultCacheSize = 256 << 20
 
 // MDT is one running metadata target.
 type MDT struct {
@@ -159,7 +165,11 @@ func Open(cfg Config) (*MDT, error) {
 	if cfg.TxnAskAfter == 0 {
 		cfg.TxnAskAfter = 5 * time.Second
 	}
-	opts := &pebble.Options{Logger: quietLogger{}}
+	// The block cache is the MDT's metadata cache (Pebble's default is
+	// 8 MB): with tens of thousands of inodes, every lookup and getattr
+	// otherwise re-reads and re-parses index and data blocks of the
+	// tables. Memory is taken as blocks are read, up to the bound.
+	opts := &pebble.Options{Logger: quietLogger{}, CacheSize: cmp.Or(cfg.CacheSize, DefaultCacheSize)}
 	// Bloom filters: most namespace operations probe for a name or an
 	// inode that is not there (create, lookup of a new name, quota
 	// records), and without a filter such a probe reads every table.

@@ -35,6 +35,10 @@ func mdsCmd() *cobra.Command {
 			if cfg.DataDir == "" {
 				return fmt.Errorf("--data is required")
 			}
+			if cfg.CacheSize < 1 {
+				return fmt.Errorf("--cache-mb %d: at least 1", cfg.CacheSize)
+			}
+			cfg.CacheSize <<= 20
 			switch {
 			case cfg.EvictAfter < 0:
 				return fmt.Errorf("--evict-after %v: a duration of 0 (never) or more", cfg.EvictAfter)
@@ -79,6 +83,7 @@ func mdsCmd() *cobra.Command {
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "group commit interval")
 	f.DurationVar(&cfg.ClientWindow, "recovery-window", mds.DefaultClientWindow,
 		fmt.Sprintf("after a restart, how long to wait for the clients this MDT knew to reconnect and replay before serving others and evicting the missing (at most %v)", mds.MaxClientWindow))
+	f.Int64Var(&cfg.CacheSize, "cache-mb", mds.DefaultCacheSize>>20, "the MDT's metadata (block) cache, MiB")
 	f.DurationVar(&cfg.EvictAfter, "evict-after", mds.DefaultEvictAfter,
 		"evict a client of the client table that has had no connection this long: its changes are committed and a restart no longer waits for it (0: never)")
 	f.BoolVar(&cfg.RemoteSync, "remote-sync", false, "commit cross-MDT operations synchronously (the old osd_sync behaviour; atomicity does not need it)")
