@@ -20,6 +20,17 @@ func Gather(ctx context.Context, mgs string) (*View, *proto.Config, error) {
 		return nil, nil, fmt.Errorf("fsck: cluster map from %s: %w", mgs, err)
 	}
 	v := &View{Objects: map[uint32][]proto.ObjID{}}
+	// First every MDT puts in place the parts of cross-MDT operations it
+	// still owes the others (an async remote mkdir's directory inode), or
+	// their entries would look dangling, and --repair would remove them.
+	for _, t := range cfg.MDTs {
+		c := rpc.NewClient(t.Addr, "fsck")
+		_, err := rpc.Invoke[proto.Empty](ctx, c, proto.MSync, &proto.SyncReq{})
+		c.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("fsck: mdt%d: sync: %w", t.Index, err)
+		}
+	}
 	for _, t := range cfg.MDTs {
 		c := rpc.NewClient(t.Addr, "fsck")
 		err := scanMDT(ctx, c, v)

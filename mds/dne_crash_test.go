@@ -831,3 +831,38 @@ func TestFIDPoolRefillsAhead(t *testing.T) {
 		t.Fatalf("mdt1 reserved %d blocks for mdt0, want 2", n)
 	}
 }
+
+// TestFsckWaitsForPushes: fsck --repair run while a remote mkdir's push
+// is still held must neither report the new directory's entry as
+// dangling nor remove it: every MDT first puts in place what it owes
+// the others.
+func TestFsckWaitsForPushes(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("fsckpush-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	gate := make(chan struct{})
+	p.mdt[0].grants.pushGate = gate
+	var a proto.AttrReply
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &a); err != nil {
+		t.Fatal(err)
+	}
+	var rep *fsck.Report
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rep, err = fsck.Run(context.Background(), p.addr(0), true)
+	}()
+	select {
+	case <-done:
+		t.Fatalf("fsck finished while a push was held: %v %v", err, rep)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gate)
+	<-done
+	if err != nil || len(rep.Findings) != 0 {
+		t.Fatalf("fsck: %v %v", err, rep.Findings)
+	}
+	if fid, err := p.lookup(proto.RootFID, "d"); err != nil || fid != a.Attr.FID {
+		t.Fatalf("d after fsck --repair: %v %v", fid, err)
+	}
+}

@@ -207,6 +207,24 @@ func (m *MDT) flushPushes(ctx context.Context, target uint32) error {
 	return nil
 }
 
+// flushAllPushes is flushPushes for every participant: what this MDT
+// has told its clients exists is then in place on every MDT (fsck
+// compares them; a sync promises it).
+func (m *MDT) flushAllPushes(ctx context.Context) error {
+	m.grants.pushMu.Lock()
+	targets := make([]uint32, 0, len(m.grants.pushers))
+	for t := range m.grants.pushers {
+		targets = append(targets, t)
+	}
+	m.grants.pushMu.Unlock()
+	for _, t := range targets {
+		if err := m.flushPushes(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // pusher sends the queued parts of one participant, as many as are
 // waiting in one RPC: a storm of remote mkdirs costs the participant one
 // lock and one round trip per batch, not per directory.

@@ -35,7 +35,10 @@ func (m *MDT) register() {
 	rpc.HandleFunc(s, proto.MStatfs, m.statfs)
 	rpc.HandleFunc(s, proto.MOpen, m.open)
 	rpc.HandleFunc(s, proto.MClose, m.close)
-	rpc.HandleFunc(s, proto.MSync, func(context.Context, *proto.SyncReq) (any, error) {
+	rpc.HandleFunc(s, proto.MSync, func(ctx context.Context, _ *proto.SyncReq) (any, error) {
+		if err := m.flushAllPushes(ctx); err != nil {
+			return nil, err
+		}
 		return &proto.Empty{}, m.Sync()
 	})
 }
