@@ -107,15 +107,7 @@ func TestECAgainstFlatBuffer(t *testing.T) {
 					t.Fatalf("seed %d op %d: read [%d,+%d) with OSTs %v down differs from the model", seed, op, off, n, down)
 				}
 			case r < 16:
-				size := rng.Intn(len(model) + 100_000)
-				if _, err := c.Setattr(ctx, &fs.SetAttr{FID: a.FID, Valid: proto.SetSize, Size: uint64(size)}); err != nil {
-					t.Fatalf("seed %d op %d: truncate: %v", seed, op, err)
-				}
-				if size < len(model) {
-					model = model[:size]
-				} else {
-					model = append(model, make([]byte, size-len(model))...)
-				}
+				model = randomTruncate(t, ctx, rng, c, a.FID, model, fmt.Sprintf("seed %d op %d", seed, op))
 			case r < 17:
 				if err := f.Fsync(ctx); err != nil {
 					t.Fatalf("seed %d op %d: fsync: %v", seed, op, err)

@@ -46,15 +46,7 @@ func TestCoalescerAgainstFlatBuffer(t *testing.T) {
 					t.Fatalf("seed %d op %d: read [%d,+%d) differs from the model", seed, op, off, n)
 				}
 			case r < 9: // truncate
-				size := rng.Intn(len(model) + 100_000)
-				if _, err := c.Setattr(ctx, &fs.SetAttr{FID: a.FID, Valid: proto.SetSize, Size: uint64(size)}); err != nil {
-					t.Fatalf("seed %d op %d: truncate: %v", seed, op, err)
-				}
-				if size < len(model) {
-					model = model[:size]
-				} else {
-					model = append(model, make([]byte, size-len(model))...)
-				}
+				model = randomTruncate(t, ctx, rng, c, a.FID, model, fmt.Sprintf("seed %d op %d", seed, op))
 			default:
 				if err := f.Fsync(ctx); err != nil {
 					t.Fatalf("seed %d op %d: fsync: %v", seed, op, err)
@@ -100,4 +92,19 @@ func randomWriteV(t *testing.T, ctx context.Context, rng *rand.Rand, f *fs.File,
 	}
 	copy(model[off:], data)
 	return model
+}
+
+// randomTruncate sets the file's size to a random one up to 100,000 bytes
+// past the model's end, through the MDT as truncate(2) does, and returns
+// the model cut or zero-extended to match.
+func randomTruncate(t *testing.T, ctx context.Context, rng *rand.Rand, c *fs.Client, fid proto.FID, model []byte, what string) []byte {
+	t.Helper()
+	size := rng.Intn(len(model) + 100_000)
+	if _, err := c.Setattr(ctx, &fs.SetAttr{FID: fid, Valid: proto.SetSize, Size: uint64(size)}); err != nil {
+		t.Fatalf("%s: truncate: %v", what, err)
+	}
+	if size < len(model) {
+		return model[:size]
+	}
+	return append(model, make([]byte, size-len(model))...)
 }

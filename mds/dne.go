@@ -804,12 +804,8 @@ func newRemoteDir(r *proto.MkdirReq, dir *inode, t int64) *inode {
 }
 
 // remoteRmdir removes a directory that lives on another MDT. m.mu is held
-// on entry and released.
+// on entry and released. unlink has refused it to a plain unlink.
 func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
-	if !r.Dir {
-		m.mu.Unlock()
-		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
-	}
 	id, done, err := m.startOp(r.Parent, r.Name)
 	if err != nil {
 		return nil, err

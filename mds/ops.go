@@ -463,11 +463,15 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
 		return nil, m.errorf(op, r.Name, syscall.EBUSY)
 	}
+	remote := d.FID.MDT() != m.cfg.Index
+	if (d.FID.IsStripedDir() || remote && d.Mode == sIFDIR) && !r.Dir {
+		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
+	}
 	if d.FID.IsStripedDir() {
 		unlocked = true
 		return m.stripedRmdir(ctx, r, d) // releases m.mu
 	}
-	if d.FID.MDT() != m.cfg.Index {
+	if remote {
 		unlocked = true
 		if d.Mode == sIFDIR {
 			return m.remoteRmdir(ctx, r, d) // releases m.mu

@@ -250,10 +250,6 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 // stripe frozen empty, then master, stripes and name in one transaction.
 // m.mu is held on entry and released.
 func (m *MDT) stripedRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
-	if !r.Dir {
-		m.mu.Unlock()
-		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
-	}
 	id, done, err := m.startOp(r.Parent, r.Name)
 	if err != nil {
 		return nil, err
