@@ -580,6 +580,11 @@ func (m *MDT) txnRedo(ctx context.Context, r *proto.TxnRedoReq) (any, error) {
 	if m.applied(rec.ID) {
 		return &proto.Empty{}, nil
 	}
+	if _, busy := m.running[rec.ID]; busy {
+		// A participant holds its part before we commit ours: that is the
+		// normal order, not a lost part. If we fail, a later ask redoes it.
+		return nil, fmt.Errorf("mdt%d: redo %s: still running here: %w", m.cfg.Index, rec.ID, syscall.EAGAIN)
+	}
 	b := m.db.NewBatch()
 	if _, err := m.applyPart(b, rec, true, false); err != nil {
 		m.discard(b)
@@ -658,8 +663,15 @@ func (r *txnResult) attrOf(f proto.FID) (proto.Attr, bool) {
 func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnResult, error) {
 	res := &txnResult{}
 	m.ctr.dtxStarted.Add(1)
+	id := rec.ID
 	// What our part needs must be durable before a peer holds the record.
 	m.mu.Lock()
+	m.running[id] = struct{}{}
+	defer func() {
+		m.mu.Lock()
+		delete(m.running, id)
+		m.mu.Unlock()
+	}()
 	var err error
 	if m.needsSync(rec) {
 		err = m.syncLocked()
@@ -693,6 +705,9 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 		res.attr = r.Attr
 		res.attrs = append(res.attrs, r.Attrs...)
 		res.destroy = append(res.destroy, r.Destroy...)
+	}
+	if m.ownPartGate != nil {
+		<-m.ownPartGate
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -577,6 +577,45 @@ func TestRemoteSyncTunable(t *testing.T) {
 	}
 }
 
+// TestSlowCoordinatorIsNotRedone holds a remote_sync mkdir's
+// coordinator after its participant applied: the participant's sweeper,
+// asking at once (TxnAskAfter is 1ns here), must not have the coordinator
+// redo a part it is still about to commit itself.
+func TestSlowCoordinatorIsNotRedone(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("slowcoord-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	for i := range p.mdt {
+		p.mdt[i].remoteSync.Store(true)
+	}
+	gate := make(chan struct{})
+	p.mdt[0].ownPartGate = gate
+	done := make(chan error, 1)
+	go func() {
+		done <- p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &proto.AttrReply{})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.mdt[1].records()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the participant never applied its part")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // several sweeps of the participant
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := p.mdt[0].ctr.dtxRedone.Load(); n != 0 {
+		t.Fatalf("the coordinator redid %d parts of its own running operation", n)
+	}
+	if n := p.mdt[0].ctr.remoteSyncCommits.Load(); n != 1 {
+		t.Fatalf("coordinator's synchronous commits: %d, want 1", n)
+	}
+	if _, err := p.lookup(proto.RootFID, "d"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFsckRepairs breaks the namespace behind the MDTs' backs (an entry
 // to nowhere, an inode nobody names, a wrong link count) and checks that
 // stripefs fsck finds each and --repair leaves a clean filesystem.

@@ -23,6 +23,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -96,14 +97,21 @@ type MDT struct {
 	wg          sync.WaitGroup
 
 	// Distributed namespace state (dne.go).
-	epoch      uint32
-	opSeq      uint64              // guarded by mu
-	pending    map[string]struct{} // names reserved by running operations; guarded by mu
-	remoteSync atomic.Bool
-	peerMu     sync.Mutex
-	peers      map[uint32]*rpc.Client
-	recovered  chan struct{} // closed when start-up recovery is over
-	grants     grants        // fidgrant.go
+	epoch   uint32
+	opSeq   uint64              // guarded by mu
+	pending map[string]struct{} // names reserved by running operations; guarded by mu
+	// running holds the distributed operations this MDT is coordinating
+	// right now; guarded by mu. A participant that asks for one of them
+	// to be redone is told to wait: the coordinator is still at it.
+	running map[dtx.OpID]struct{}
+	// ownPartGate, in tests, holds a coordinator after its participants
+	// applied their parts and before it applies its own.
+	ownPartGate chan struct{}
+	remoteSync  atomic.Bool
+	peerMu      sync.Mutex
+	peers       map[uint32]*rpc.Client
+	recovered   chan struct{} // closed when start-up recovery is over
+	grants      grants        // fidgrant.go
 	// fresh holds the keys of inodes and entries created since the WAL
 	// was last synced, with the sync generation they were made in
 	// (deps.go); guarded by mu.
@@ -187,7 +195,7 @@ func Open(cfg Config) (*MDT, error) {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
 	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{}),
-		pending: map[string]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
+		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
 		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)
 	if err := m.upgradeFormat(); err != nil {
