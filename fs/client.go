@@ -40,9 +40,10 @@ type Options struct {
 	// (bytes; negative turns read-ahead off), and MaxReadAheadTotal bounds
 	// the read-ahead data of the whole mount.
 	ReadAhead, MaxReadAheadTotal int64
-	// NoLocalReads keeps reads and writes on the RPC even when an OST is
-	// in this process (stripefs up lends its object files to the mount for
-	// reads, view.go, and takes writes by direct call, rpc.DirectBulk).
+	// NoLocalReads keeps every request on the RPC even when its server is
+	// in this process (stripefs up: an OST lends its object files to the
+	// mount for reads, view.go, and servers take calls directly,
+	// rpc.Client.Direct).
 	NoLocalReads bool
 	// DropECWrite, if set, is asked before each unit write of an
 	// erasure-coded row and drops the write (reporting success) when it
@@ -124,8 +125,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.memCond = sync.NewCond(&c.memMu)
 	c.identity = rpc.NewClient("", opts.Name)
 	go c.flusher()
-	c.mdts[0] = c.newRPC(opts.MGS)
-	c.mdts[0].Replay = true
+	c.mdts[0] = c.newMDTRPC(opts.MGS)
 	if err := c.refreshConfig(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -138,6 +138,18 @@ func (c *Client) newRPC(addr string) *rpc.Client {
 	r.ShareIdentity(c.identity) // one caller to the servers, whatever the connection
 	r.RetryFor = c.opts.RetryFor
 	r.Stats = c.Stats
+	// A server in this process (stripefs up) runs our calls in our
+	// goroutine: an OST writes straight from the chunk buffers, and a
+	// metadata call costs no handoffs between goroutines.
+	r.Direct = !c.opts.NoLocalReads
+	return r
+}
+
+// newMDTRPC is newRPC for an MDT: its changes are kept until committed
+// and replayed after a restart.
+func (c *Client) newMDTRPC(addr string) *rpc.Client {
+	r := c.newRPC(addr)
+	r.Replay = true
 	return r
 }
 
@@ -162,8 +174,7 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 			if old != nil {
 				old.Close()
 			}
-			c.mdts[t.Index] = c.newRPC(t.Addr)
-			c.mdts[t.Index].Replay = true
+			c.mdts[t.Index] = c.newMDTRPC(t.Addr)
 		}
 	}
 	for _, t := range cfg.OSTs {
@@ -172,9 +183,6 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 				old.Close()
 			}
 			c.osts[t.Index] = c.newRPC(t.Addr)
-			// An OST in this process (stripefs up) writes straight from
-			// the chunk buffers: OST I/O is idempotent and never replayed.
-			c.osts[t.Index].DirectBulk = !c.opts.NoLocalReads
 		}
 	}
 	return nil

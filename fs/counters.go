@@ -14,7 +14,7 @@ type counters struct {
 	readaheadHits        atomic.Int64
 	readaheadBytes       atomic.Int64
 	localReads           atomic.Int64 // reads lent from an OST's object file in this process (view.go)
-	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.DirectBulk)
+	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.Client.Direct)
 	peakDirty            atomic.Int64
 }
 

@@ -47,7 +47,7 @@ type Call struct {
 	// else to go (an erasure-coded read rebuilds the data from the other
 	// OSTs).
 	FailFast bool
-	// Direct is set when the call ran its handler directly (DirectBulk).
+	// Direct is set when the call ran its handler directly (Client.Direct).
 	Direct bool
 
 	transno, committed uint64 // from the reply header
@@ -73,10 +73,11 @@ type Client struct {
 	// RetryFor is how long a call keeps redialing a server that refuses
 	// connections (e.g. while it restarts) before giving up.
 	RetryFor time.Duration
-	// DirectBulk lets calls that carry bulk run the handler of a server in
-	// this process directly (callDirect), their bulk handed over without
-	// a copy. For idempotent requests only (OST I/O): no replay, no hello.
-	DirectBulk bool
+	// Direct lets calls run the handler of a server in this process
+	// directly (callDirect), their bulk handed over without a copy. The
+	// connection is still dialed first (hello and replay happen on it),
+	// and replays after a server restart go over it.
+	Direct bool
 
 	mu      sync.Mutex
 	conn    *clientConn
@@ -151,7 +152,7 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 	for {
 		cc, err := c.get(ctx)
 		if err == nil {
-			if c.DirectBulk && len(call.BulkOut) > 0 {
+			if c.Direct {
 				if srv := localServer(c.Addr); srv != nil {
 					return srv.callDirect(ctx, c, cc, call)
 				}

@@ -321,10 +321,10 @@ func TestShortcut(t *testing.T) {
 		t.Fatalf("peers %q: want the first over the pipe, the second over the socket", peers)
 	}
 	mu.Unlock()
-	// DirectBulk: a call with bulk runs the handler in this goroutine,
-	// with the same results, errors and peer as over its connection.
+	// Direct: a call runs the handler in this goroutine, with the same
+	// results, errors and peer as over its connection.
 	dc := NewClient(l.Addr().String(), "direct")
-	dc.DirectBulk = true
+	dc.Direct = true
 	in := make([]byte, len(bulk))
 	var r echoResp
 	call := &Call{Method: mEcho, Req: &echoReq{N: 7}, Resp: &r, BulkOut: [][]byte{bulk[:1000], bulk[1000:]}, BulkIn: in}
@@ -407,41 +407,57 @@ func startReplayServer(t *testing.T, addr string, first uint64) (*replayServer, 
 // TestReplayAfterRestart: a Replay client keeps uncommitted changes, and
 // when the server restarts it reconnects by itself (no call of its own),
 // replays them in transno order flagged as replays with their old
-// transnos and first replies, then says replay done.
+// transnos and first replies, then says replay done. The same holds when
+// the calls ran directly in the server's process (Client.Direct).
 func TestReplayAfterRestart(t *testing.T) {
-	rs, addr := startReplayServer(t, "127.0.0.1:0", 100)
-	c := NewClient(addr, "t")
-	c.Replay = true
-	defer c.Close()
-	for i := 0; i < 3; i++ {
-		if err := c.Do(context.Background(), &Call{Method: mEcho, Req: &echoReq{N: int64(i)}, Resp: &echoResp{}, Replay: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A read-only call is not kept.
-	if err := c.Do(context.Background(), &Call{Method: mEcho, Req: &echoReq{}, Resp: &echoResp{}}); err != nil {
-		t.Fatal(err)
-	}
-	rs.s.Close()
-	rs2, _ := startReplayServer(t, addr, 500)
-	select {
-	case <-rs2.doneCh:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the client did not come back to replay by itself")
-	}
-	rs2.mu.Lock()
-	got := fmt.Sprint(rs2.log)
-	rs2.mu.Unlock()
-	want := fmt.Sprint([]string{"flags=3 old=101 kept=true first=101", "flags=3 old=102 kept=true first=102", "flags=3 old=103 kept=true first=103", "done"})
-	if got != want {
-		t.Fatalf("after restart the server saw\n %s\nwant\n %s", got, want)
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.log[0] != "flags=1 old=0 kept=true first=-1" || rs.log[3] != "flags=0 old=0 kept=false first=-1" {
-		t.Fatalf("first start saw %v", rs.log)
-	}
-	if n := c.Replayed.Load(); n != 3 {
-		t.Fatalf("Replayed = %d, want 3", n)
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			Shortcut = direct
+			defer func() { Shortcut = false }()
+			rs, addr := startReplayServer(t, "127.0.0.1:0", 100)
+			c := NewClient(addr, "t")
+			c.Replay, c.Direct = true, direct
+			defer c.Close()
+			for i := 0; i < 3; i++ {
+				call := &Call{Method: mEcho, Req: &echoReq{N: int64(i)}, Resp: &echoResp{}, Replay: true}
+				if err := c.Do(context.Background(), call); err != nil {
+					t.Fatal(err)
+				}
+				if call.Direct != direct {
+					t.Fatalf("call %d ran directly: %v", i, call.Direct)
+				}
+			}
+			// A read-only call is not kept.
+			if err := c.Do(context.Background(), &Call{Method: mEcho, Req: &echoReq{}, Resp: &echoResp{}}); err != nil {
+				t.Fatal(err)
+			}
+			rs.s.Close()
+			rs2, _ := startReplayServer(t, addr, 500)
+			select {
+			case <-rs2.doneCh:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the client did not come back to replay by itself")
+			}
+			rs2.mu.Lock()
+			got := fmt.Sprint(rs2.log)
+			rs2.mu.Unlock()
+			want := fmt.Sprint([]string{"flags=3 old=101 kept=true first=101", "flags=3 old=102 kept=true first=102", "flags=3 old=103 kept=true first=103", "done"})
+			if got != want {
+				t.Fatalf("after restart the server saw\n %s\nwant\n %s", got, want)
+			}
+			rs.mu.Lock()
+			defer rs.mu.Unlock()
+			if rs.log[0] != "flags=1 old=0 kept=true first=-1" || rs.log[3] != "flags=0 old=0 kept=false first=-1" {
+				t.Fatalf("first start saw %v", rs.log)
+			}
+			if n := c.Replayed.Load(); n != 3 {
+				t.Fatalf("Replayed = %d, want 3", n)
+			}
+			// After the replay, calls run directly in the new server.
+			call := &Call{Method: mEcho, Req: &echoReq{}, Resp: &echoResp{}, Replay: true}
+			if err := c.Do(context.Background(), call); err != nil || call.Direct != direct {
+				t.Fatalf("a call after the replay: %v, direct %v", err, call.Direct)
+			}
+		})
 	}
 }

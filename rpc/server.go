@@ -305,9 +305,6 @@ func (sc *serverConn) handshake(r *bufio.Reader) error {
 type wireError struct{ Text string }
 
 func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
-	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0})
-	var transno uint64
-	ctx = context.WithValue(ctx, transnoKey{}, &transno)
 	if req.Flags&FlagReplay != 0 && len(req.Bulk) > 0 {
 		ctx = context.WithValue(ctx, firstReplyKey{}, req.Bulk)
 		req.Bulk = nil
@@ -317,7 +314,7 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(h.TimeoutMs)*time.Millisecond)
 		defer cancel()
 	}
-	reply, err := sc.call(ctx, req)
+	reply, transno, err := sc.s.run(ctx, req)
 	if reply.Done != nil {
 		defer reply.Done()
 	}
@@ -354,21 +351,27 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 	_ = sc.write(out, msg, bulk)
 }
 
-func (sc *serverConn) call(ctx context.Context, req *Request) (reply Reply, err error) {
+// run calls req's handler with the caller's identity in ctx, and returns
+// the transno of the change it made (SetTransno). A panicking handler
+// fails its call with EIO and leaves the server running.
+func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno uint64, err error) {
 	var h Handler
-	if int(req.Method) < len(sc.s.handlers) {
-		h = sc.s.handlers[req.Method]
+	if int(req.Method) < len(s.handlers) {
+		h = s.handlers[req.Method]
 	}
 	if h == nil {
-		return Reply{}, fmt.Errorf("%s: method %d: %w", sc.s.Name, req.Method, syscall.ENOSYS)
+		return Reply{}, 0, fmt.Errorf("%s: method %d: %w", s.Name, req.Method, syscall.ENOSYS)
 	}
+	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0})
+	ctx = context.WithValue(ctx, transnoKey{}, &transno)
 	defer func() {
 		if p := recover(); p != nil {
-			log.Printf("%s: panic in method %d: %v\n%s", sc.s.Name, req.Method, p, debug.Stack())
-			reply, err = Reply{}, fmt.Errorf("%s: internal error: %w", sc.s.Name, syscall.EIO)
+			log.Printf("%s: panic in method %d: %v\n%s", s.Name, req.Method, p, debug.Stack())
+			reply, err = Reply{}, fmt.Errorf("%s: internal error: %w", s.Name, syscall.EIO)
 		}
 	}()
-	return h(ctx, req)
+	reply, err = h(ctx, req)
+	return reply, transno, err
 }
 
 func (sc *serverConn) write(h Header, msg []byte, bulk [][]byte) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,12 +179,20 @@ func localServer(addr string) *Server {
 }
 
 // callDirect runs call's handler in this goroutine, for a client in the
-// server's own process: no frame, and the request's bulk is handed over
-// as it is (an OST writes straight from the client's buffer), one copy of
-// every byte less than even the in-process pipe. Errors, counters and the
-// caller's identity are as over a connection, and so is its peer: that
-// of cc, the client's connection to the server, when it is a pipe.
+// server's own process: no frame, no handoff between goroutines, and the
+// request's bulk is handed over as it is (an OST writes straight from the
+// client's buffer). It is a call on cc, the client's pipe to this server,
+// in all but transport: the handler sees that connection's peer and the
+// caller's identity, errors and counters are the same, a change is kept
+// for replay (FlagKept, transnos) as over the pipe, and the caller's
+// cancel does not reach the handler while its deadline does. When cc is
+// not a pipe to this server (a server restarted in this process, and cc
+// still the old one's), the call goes over cc and fails as it should.
 func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call *Call) error {
+	peer := s.pipePeer(cc)
+	if peer == "" {
+		return c.do(ctx, cc, call)
+	}
 	msg := encodeReq(call)
 	var bulk []byte
 	switch len(call.BulkOut) {
@@ -200,24 +209,40 @@ func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call
 	}
 	s.Stats.request(call.Method, int64(len(bulk)))
 	c.Stats.request(call.Method, int64(len(bulk)))
-	peer := "direct:" + c.UUID
-	if p, ok := cc.c.(*pipeEnd); ok {
-		s.mu.Lock()
-		if sp := s.pipes[p.name]; sp != "" {
-			peer = sp
-		}
-		s.mu.Unlock()
-	}
 	call.Direct = true
+	call.NBulkIn = 0
 	req := &Request{Method: call.Method, Msg: msg, Bulk: bulk, Peer: peer, Client: c.UUID, Name: c.Name, XID: call.XID}
-	dctx := context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name})
-	var transno uint64
-	dctx = context.WithValue(dctx, transnoKey{}, &transno)
-	sc := &serverConn{s: s}
-	reply, err := sc.call(dctx, req)
+	if c.Replay && call.Replay {
+		req.Flags |= FlagKept
+	}
+	dctx := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithDeadline(dctx, dl)
+		defer cancel()
+	}
+	reply, transno, err := s.run(dctx, req)
 	if reply.Done != nil {
 		defer reply.Done()
 	}
+	call.transno, call.committed, call.replyMsg = transno, 0, nil
+	if s.Committed != nil {
+		call.committed = s.Committed()
+	}
+	err = call.directResult(reply, err)
+	if err == nil {
+		s.Stats.reply(call.Method, int64(call.NBulkIn))
+		c.Stats.reply(call.Method, int64(call.NBulkIn))
+	}
+	if c.Replay && (err == nil || call.committed > 0) {
+		c.keep(call, msg)
+	}
+	return err
+}
+
+// directResult fills call from a handler's reply, as readReply does from
+// a reply frame.
+func (call *Call) directResult(reply Reply, err error) error {
 	if err != nil {
 		var errno syscall.Errno
 		if errors.As(err, &errno) && errno != 0 {
@@ -233,14 +258,31 @@ func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call
 		n += copy(call.BulkIn[n:], b)
 	}
 	call.NBulkIn = n
-	s.Stats.reply(call.Method, int64(n))
-	c.Stats.reply(call.Method, int64(n))
-	if call.Resp == nil || reply.Msg == nil {
+	keep := call.Replay && call.transno != 0
+	if (call.Resp == nil && !keep) || reply.Msg == nil {
 		return nil
 	}
 	raw, ok := reply.Msg.(RawMsg)
 	if !ok {
 		raw = wire.Marshal(nil, reply.Msg)
 	}
+	if keep {
+		call.replyMsg = slices.Clone(raw) // a RawMsg may be the server's buffer
+	}
+	if call.Resp == nil {
+		return nil
+	}
 	return wire.Unmarshal(raw, call.Resp)
+}
+
+// pipePeer is the peer address under which this server serves cc, when
+// cc is an in-process pipe to it; "" otherwise.
+func (s *Server) pipePeer(cc *clientConn) string {
+	p, ok := cc.c.(*pipeEnd)
+	if !ok {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pipes[p.name]
 }
