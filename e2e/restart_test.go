@@ -118,6 +118,14 @@ func TestUpStopStart(t *testing.T) {
 		t.Fatalf("stripefs up reported ready but %s is not a FUSE mount", mnt)
 	}
 	want := writeTree(t, mnt)
+	spread := writeSpread(t, mnt)
+	// The mount's metadata calls ran in its own goroutines, and so did
+	// the MDTs' calls to each other (rpc.Client.Direct): the namespace
+	// they made must check clean.
+	if n := clientCounter(t, mnt, "direct_mdt_calls"); n == 0 {
+		t.Error("no metadata call went to an MDT of the up process by direct call")
+	}
+	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "fsck", mnt)
 	stopUp(t, cmd)
 	must(t, syscall.Statfs(mnt, &st))
 	if st.Type == 0x65735546 { // FUSE_SUPER_MAGIC
@@ -126,6 +134,47 @@ func TestUpStopStart(t *testing.T) {
 	cmd = startUp(t, data, mnt)
 	defer stopUp(t, cmd)
 	checkTree(t, mnt, want)
+	checkFiles(t, spread)
+	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "fsck", mnt)
+}
+
+// writeSpread makes a namespace over every MDT: directories placed
+// round-robin, a file in each, one renamed across MDTs and one directory
+// removed from another MDT. It returns the files and their contents.
+func writeSpread(t *testing.T, mnt string) map[string][]byte {
+	t.Helper()
+	root := filepath.Join(mnt, "spread")
+	must(t, os.Mkdir(root, 0o755))
+	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "setdirstripe", "-D", "-i", "-1", root)
+	want := map[string][]byte{}
+	for i := range 6 {
+		d := filepath.Join(root, fmt.Sprint(i))
+		must(t, os.Mkdir(d, 0o755))
+		p := filepath.Join(d, "f")
+		must(t, os.WriteFile(p, []byte(p), 0o644))
+		want[p] = []byte(p)
+	}
+	from, to := filepath.Join(root, "0", "f"), filepath.Join(root, "1", "g")
+	must(t, os.Rename(from, to))
+	want[to] = want[from]
+	delete(want, from)
+	must(t, os.Remove(filepath.Join(root, "2", "f")))
+	must(t, os.Remove(filepath.Join(root, "2")))
+	delete(want, filepath.Join(root, "2", "f"))
+	d, err := os.Open(root)
+	must(t, err)
+	must(t, d.Sync())
+	d.Close()
+	return want
+}
+
+func checkFiles(t *testing.T, want map[string][]byte) {
+	t.Helper()
+	for p, data := range want {
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("%s: %q %v, want %q", p, got, err, data)
+		}
+	}
 }
 
 // startUp runs `stripefs up` on data and mnt (with extra flags) and

@@ -301,7 +301,12 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, r, &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]})
+	call := &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]}
+	err = c.call(ctx, r, call)
+	if call.Direct {
+		c.counters.directMDTCalls.Add(1)
+	}
+	return err
 }
 
 // changes are the MDT methods a client replays if the MDT restarts before

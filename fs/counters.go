@@ -15,6 +15,7 @@ type counters struct {
 	readaheadBytes       atomic.Int64
 	localReads           atomic.Int64 // reads lent from an OST's object file in this process (view.go)
 	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.Client.Direct)
+	directMDTCalls       atomic.Int64 // metadata calls an MDT in this process ran in the caller's goroutine
 	peakDirty            atomic.Int64
 }
 
@@ -42,6 +43,7 @@ func (c *Client) Counters() []Counter {
 		{"readahead_bytes", c.counters.readaheadBytes.Load()},
 		{"local_reads", c.counters.localReads.Load()},
 		{"direct_writes", c.counters.directWrites.Load()},
+		{"direct_mdt_calls", c.counters.directMDTCalls.Load()},
 		{"grant_bytes", c.grantBytes()},
 	}
 }
