@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,12 @@ type MdtestConfig struct {
 	// TreeMDTIndex places the tasks' own directories the same way (a
 	// default on the test directory): -1 spreads the tasks over the MDTs.
 	TreeMDTIndex int
+	// DropCaches drops the kernel's dentries and inodes before each stat
+	// and removal phase (root only), so that those phases reach the
+	// metadata servers instead of the client's one-second attribute
+	// cache, which otherwise serves a share that depends on how long the
+	// creation took.
+	DropCaches bool `json:"drop_caches"`
 }
 
 // MdtestPhase is one phase's rate over all iterations.
@@ -132,6 +139,11 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 			kind := "file"
 			if ph.dirs {
 				kind = "dir"
+			}
+			if cfg.DropCaches && !strings.HasSuffix(ph.name, "creation") {
+				if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+					return nil, fmt.Errorf("mdtest: drop the dentry cache (needs root): %w", err)
+				}
 			}
 			start := time.Now()
 			var wg sync.WaitGroup

@@ -861,6 +861,12 @@ func (m *MDT) sweeper() {
 }
 
 func (m *MDT) records() []*dtx.Record {
+	return m.recordsOf(func(uint32) bool { return true })
+}
+
+// recordsOf returns the update records this MDT holds whose coordinator
+// is one that want accepts; the others are not decoded.
+func (m *MDT) recordsOf(want func(coord uint32) bool) []*dtx.Record {
 	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pTxn}, UpperBound: []byte{pTxn + 1}})
 	if err != nil {
 		return nil
@@ -868,6 +874,9 @@ func (m *MDT) records() []*dtx.Record {
 	defer it.Close()
 	var out []*dtx.Record
 	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); len(k) >= 5 && !want(binary.BigEndian.Uint32(k[1:5])) {
+			continue
+		}
 		if rec, err := decodeRecord(it.Value()); err == nil {
 			out = append(out, rec)
 		} else {
@@ -878,24 +887,22 @@ func (m *MDT) records() []*dtx.Record {
 }
 
 func (m *MDT) sweep() {
-	recs := m.records()
-	if len(recs) == 0 {
-		return
-	}
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	ctx, stopped := m.untilStop(ctx)
 	defer stopped()
 	self := uint32(m.cfg.Index)
-	// Records this MDT coordinates, in order: status of every part.
-	var mine []*dtx.Record
-	for _, r := range recs {
-		if r.ID.Coord == self {
-			mine = append(mine, r)
-		} else {
+	// Records held as a participant only matter once TxnAskAfter old:
+	// they are read a few times in that span, not at every sweep. The
+	// first sweep reads them all: at start it is the recovery.
+	if time.Since(m.lastAsk) >= m.cfg.TxnAskAfter/4 {
+		m.lastAsk = time.Now()
+		for _, r := range m.recordsOf(func(coord uint32) bool { return coord != self }) {
 			m.askCoordinator(ctx, r)
 		}
 	}
+	// Records this MDT coordinates, in order: status of every part.
+	mine := m.recordsOf(func(coord uint32) bool { return coord == self })
 	if len(mine) == 0 {
 		return
 	}
@@ -963,12 +970,11 @@ func (m *MDT) sweep() {
 		if err != nil {
 			return
 		}
+		// cancel is a prefix of mine.
 		var mineHere []proto.TxnID
-		for _, id := range cancel {
-			for _, r := range mine {
-				if r.ID == fromWire(id) && slices.Contains(r.Participants(), p) {
-					mineHere = append(mineHere, id)
-				}
+		for i, id := range cancel {
+			if slices.Contains(mine[i].Participants(), p) {
+				mineHere = append(mineHere, id)
 			}
 		}
 		if _, err := rpc.Invoke[proto.Empty](ctx, c, proto.MTxnCancel, &proto.TxnCancelReq{IDs: mineHere}); err != nil {

@@ -104,6 +104,9 @@ type MDT struct {
 	// right now; guarded by mu. A participant that asks for one of them
 	// to be redone is told to wait: the coordinator is still at it.
 	running map[dtx.OpID]struct{}
+	// lastAsk is when the sweeper last read the records held as a
+	// participant (sweeper goroutine only).
+	lastAsk time.Time
 	// ownPartGate, in tests, holds a coordinator after its participants
 	// applied their parts and before it applies its own.
 	ownPartGate chan struct{}

@@ -47,6 +47,7 @@ func benchMdtestCmd() *cobra.Command {
 	f.BoolVarP(&cfg.Unique, "unique", "u", false, "a directory per task")
 	f.BoolVarP(&cfg.DirsOnly, "dirs-only", "D", false, "directories only")
 	f.BoolVarP(&cfg.FilesOnly, "files-only", "F", false, "files only")
+	f.BoolVar(&cfg.DropCaches, "drop-caches", false, "drop the kernel's dentries and inodes before each stat and removal phase (root)")
 	f.IntVar(&cfg.MDTIndex, "mdt-index", -2, "MDT for the directories the tasks create (-1: round-robin)")
 	f.IntVar(&cfg.TreeMDTIndex, "tree-mdt-index", -2, "MDT for each task's own directory (-1: round-robin)")
 	f.BoolVar(&asJSON, "json", false, "one JSON object")
@@ -56,6 +57,7 @@ func benchMdtestCmd() *cobra.Command {
 // dneResult is the distributed-namespace target measurement.
 type dneResult struct {
 	Dirs            int                `json:"dirs"`
+	Rounds          int                `json:"rounds"`
 	LocalMkdir      float64            `json:"local_mkdir_per_s"`
 	RemoteMkdir     float64            `json:"remote_mkdir_per_s"`
 	Ratio           float64            `json:"remote_local_ratio"`
@@ -65,13 +67,14 @@ type dneResult struct {
 	Procs           int                `json:"procs"`
 	OneMDT          map[string]float64 `json:"files_one_mdt_per_s"`
 	RoundRobin      map[string]float64 `json:"files_round_robin_per_s"`
+	DroppedCaches   bool               `json:"dropped_caches"`
 }
 
 func benchDNECmd() *cobra.Command {
-	var dirs, files, procs int
+	var dirs, rounds, files, procs int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "dne --mount MNT [--dirs 1000] [--files 1000] [--procs 4]",
+		Use:   "dne --mount MNT [--dirs 1000] [--rounds 5] [--files 1000] [--procs 4]",
 		Short: "Remote vs local mkdir (and with remote_sync=1), and file metadata on one MDT vs round-robin, in one run",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,10 +94,12 @@ func benchDNECmd() *cobra.Command {
 				c.Iterations = 1
 				return bench.Mdtest(ctx, c)
 			}
-			res := dneResult{Dirs: dirs, Files: files, Procs: procs}
-			// Local, remote and remote_sync mkdirs alternate in rounds, so
-			// the machine's noise falls on all three alike.
-			const rounds = 5
+			if dirs < 1 || rounds < 1 || files < 1 || procs < 1 {
+				return fmt.Errorf("--dirs, --rounds, --files and --procs must be at least 1")
+			}
+			res := dneResult{Dirs: dirs, Rounds: rounds, Files: files, Procs: procs}
+			// Local, remote and remote_sync mkdirs alternate in rounds of
+			// --dirs each, so the machine's noise falls on all three alike.
 			rate := map[string][2]float64{} // ops, seconds
 			for r := 0; r < rounds; r++ {
 				for _, k := range []struct {
@@ -107,7 +112,7 @@ func benchDNECmd() *cobra.Command {
 							return err
 						}
 					}
-					m, err := run(fmt.Sprintf("%s-%d", k.name, r), bench.MdtestConfig{Items: max(dirs/rounds, 1), Procs: 1, DirsOnly: true, MDTIndex: k.mdt, TreeMDTIndex: 0})
+					m, err := run(fmt.Sprintf("%s-%d", k.name, r), bench.MdtestConfig{Items: dirs, Procs: 1, DirsOnly: true, MDTIndex: k.mdt, TreeMDTIndex: 0})
 					if k.sync != "" {
 						if rerr := setRemoteSync(ctx, string(mgs), "0"); err == nil {
 							err = rerr
@@ -129,11 +134,15 @@ func benchDNECmd() *cobra.Command {
 			res.RemoteSyncMkdir = rate["remote-sync"][0] / rate["remote-sync"][1]
 			res.Ratio = res.RemoteMkdir / res.LocalMkdir
 			res.RemoteSyncRatio = res.RemoteSyncMkdir / res.LocalMkdir
-			one, err := run("one-mdt", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: 0})
+			// Stat and removal start from cold client caches, so they
+			// compare the MDTs rather than the kernel's attribute cache.
+			drop := os.Geteuid() == 0
+			res.DroppedCaches = drop
+			one, err := run("one-mdt", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: 0, DropCaches: drop})
 			if err != nil {
 				return err
 			}
-			rr, err := run("round-robin", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: -1})
+			rr, err := run("round-robin", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: -1, DropCaches: drop})
 			if err != nil {
 				return err
 			}
@@ -145,11 +154,15 @@ func benchDNECmd() *cobra.Command {
 				return json.NewEncoder(os.Stdout).Encode(res)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "mkdir of %d subdirectories of a directory on mdt0\tops/s\tratio to local\n", dirs)
+			fmt.Fprintf(tw, "mkdir of %d subdirectories of a directory on mdt0, %d rounds\tops/s\tratio to local\n", dirs, rounds)
 			fmt.Fprintf(tw, "  children on mdt0 (local)\t%.0f\t1.00\n", res.LocalMkdir)
 			fmt.Fprintf(tw, "  children on mdt1 (remote)\t%.0f\t%.3f\n", res.RemoteMkdir, res.Ratio)
 			fmt.Fprintf(tw, "  children on mdt1, remote_sync=1\t%.0f\t%.3f\n", res.RemoteSyncMkdir, res.RemoteSyncRatio)
-			fmt.Fprintf(tw, "files, %d tasks x %d, own directories\tone MDT\tround-robin\tratio\n", procs, files)
+			cold := ""
+			if res.DroppedCaches {
+				cold = ", stat and removal from cold caches"
+			}
+			fmt.Fprintf(tw, "files, %d tasks x %d, own directories%s\tone MDT\tround-robin\tratio\n", procs, files, cold)
 			for _, p := range []string{"file creation", "file stat", "file removal"} {
 				fmt.Fprintf(tw, "  %s\t%.0f\t%.0f\t%.2f\n", p, res.OneMDT[p], res.RoundRobin[p], res.RoundRobin[p]/res.OneMDT[p])
 			}
@@ -158,7 +171,8 @@ func benchDNECmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.String("mount", "", "a stripefs mount with at least 2 MDTs")
-	f.IntVar(&dirs, "dirs", 1000, "directories for the mkdir comparison")
+	f.IntVar(&dirs, "dirs", 1000, "directories each round of the mkdir comparison creates, of each kind")
+	f.IntVar(&rounds, "rounds", 5, "rounds of the mkdir comparison")
 	f.IntVar(&files, "files", 1000, "files per task for the file comparison")
 	f.IntVar(&procs, "procs", 4, "tasks for the file comparison")
 	f.BoolVar(&asJSON, "json", false, "one JSON object")
