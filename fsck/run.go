@@ -2,10 +2,10 @@ package fsck
 
 import (
 	"context"
-	"fmt"
-	"syscall"
-
 	"errors"
+	"fmt"
+	"slices"
+	"syscall"
 
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -93,7 +93,22 @@ type Report struct {
 	Dirents  int       `json:"entries"`
 	Objects  int       `json:"objects"`
 	Findings []Finding `json:"findings"`
-	Repaired int       `json:"repaired"`
+	// Settled counts what one scan found and the next did not: operations
+	// in flight on a filesystem in use. They are neither reported nor
+	// repaired.
+	Settled  int `json:"settled"`
+	Repaired int `json:"repaired"`
+	// Skipped counts repairs an MDT refused because what they would fix
+	// changed after the scans.
+	Skipped int `json:"skipped"`
+}
+
+// Options tune RunOptions.
+type Options struct {
+	Repair bool
+	// Gather replaces the scan of the targets (tests show fsck a
+	// filesystem caught in the middle of an operation with it).
+	Gather func(ctx context.Context, mgs string) (*View, *proto.Config, error)
 }
 
 // Run checks the filesystem and, with repair, fixes what it found:
@@ -102,24 +117,58 @@ type Report struct {
 // runs until a check finds nothing to repair (a repair can change link
 // counts) or three passes, and reports the first pass's findings.
 func Run(ctx context.Context, mgs string, repair bool) (*Report, error) {
+	return RunOptions(ctx, mgs, Options{Repair: repair})
+}
+
+// RunOptions is Run with options.
+//
+// The filesystem may be in use: one scan can catch an operation half
+// done (an entry made on one MDT whose inode another has yet to write, an
+// object written for a file whose inode was scanned before it existed).
+// So a finding counts only when a second scan, after every MDT synced
+// again, finds it exactly as the first did; and each repair is
+// conditional on the MDT (proto.FsckFixReq), which refuses it when what
+// it would fix changed since.
+func RunOptions(ctx context.Context, mgs string, o Options) (*Report, error) {
+	gather := o.Gather
+	if gather == nil {
+		gather = Gather
+	}
 	var rep *Report
 	for pass := 0; pass < 3; pass++ {
-		v, cfg, err := Gather(ctx, mgs)
+		v, cfg, err := gather(ctx, mgs)
 		if err != nil {
 			return nil, err
 		}
 		found := Check(v)
+		settled := 0
+		if len(found) > 0 {
+			v2, cfg2, err := gather(ctx, mgs)
+			if err != nil {
+				return nil, err
+			}
+			again := Check(v2)
+			confirmed := found[:0:0]
+			for _, f := range found {
+				if slices.Contains(again, f) {
+					confirmed = append(confirmed, f)
+				}
+			}
+			settled = len(found) - len(confirmed)
+			v, cfg, found = v2, cfg2, confirmed
+		}
 		if rep == nil {
-			rep = &Report{Inodes: len(v.Inodes), Dirents: len(v.Dirents), Findings: found}
+			rep = &Report{Inodes: len(v.Inodes), Dirents: len(v.Dirents), Findings: found, Settled: settled}
 			for _, objs := range v.Objects {
 				rep.Objects += len(objs)
 			}
 		}
-		if !repair || len(found) == 0 {
+		if !o.Repair || len(found) == 0 {
 			return rep, nil
 		}
-		n, err := applyRepairs(ctx, cfg, found)
+		n, skipped, err := applyRepairs(ctx, cfg, found)
 		rep.Repaired += n
+		rep.Skipped += skipped
 		if err != nil {
 			return rep, err
 		}
@@ -127,7 +176,9 @@ func Run(ctx context.Context, mgs string, repair bool) (*Report, error) {
 	return rep, nil
 }
 
-func applyRepairs(ctx context.Context, cfg *proto.Config, found []Finding) (int, error) {
+// applyRepairs fixes found; it returns the repairs made and those the
+// targets refused as stale.
+func applyRepairs(ctx context.Context, cfg *proto.Config, found []Finding) (repaired, skipped int, err error) {
 	clients := map[string]*rpc.Client{}
 	defer func() {
 		for _, c := range clients {
@@ -175,16 +226,15 @@ func applyRepairs(ctx context.Context, cfg *proto.Config, found []Finding) (int,
 		lostFound = a.Attr.FID
 		return nil
 	}
-	n := 0
 	for _, f := range found {
 		var err error
 		switch f.Kind {
 		case MissingStripe:
 			continue // reported only: what the stripe held is gone, nothing can bring it back
 		case Dangling:
-			err = fix(f.Parent.MDT(), &proto.FsckFixReq{Action: proto.FixDropDirent, Parent: f.Parent, Name: f.Name})
+			err = fix(f.Parent.MDT(), &proto.FsckFixReq{Action: proto.FixDropDirent, Parent: f.Parent, Name: f.Name, FID: f.FID})
 		case WrongNlink:
-			err = fix(f.FID.MDT(), &proto.FsckFixReq{Action: proto.FixSetNlink, FID: f.FID, Nlink: f.Want})
+			err = fix(f.FID.MDT(), &proto.FsckFixReq{Action: proto.FixSetNlink, FID: f.FID, Nlink: f.Want, Have: f.Have})
 		case Orphan:
 			if err = ensureLost(); err == nil {
 				err = fix(0, &proto.FsckFixReq{Action: proto.FixLinkLost, Parent: lostFound,
@@ -197,10 +247,14 @@ func applyRepairs(ctx context.Context, cfg *proto.Config, found []Finding) (int,
 				}
 			}
 		}
-		if err != nil {
-			return n, fmt.Errorf("fsck: repair %s: %w", f, err)
+		if errors.Is(err, syscall.ESTALE) {
+			skipped++
+			continue
 		}
-		n++
+		if err != nil {
+			return repaired, skipped, fmt.Errorf("fsck: repair %s: %w", f, err)
+		}
+		repaired++
 	}
-	return n, nil
+	return repaired, skipped, nil
 }

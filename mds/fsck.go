@@ -102,14 +102,21 @@ func (m *MDT) fsckFix(ctx context.Context, r *proto.FsckFixReq) (any, error) {
 	b := m.newBatch(ctx)
 	switch r.Action {
 	case proto.FixDropDirent:
-		if _, err := m.getDirent(r.Parent, r.Name); err != nil {
+		d, err := m.getDirent(r.Parent, r.Name)
+		if err != nil {
 			return nil, err
+		}
+		if d.FID != r.FID {
+			return nil, fmt.Errorf("mdt%d: fsck: %s/%q names %s now, not %s: %w", m.cfg.Index, r.Parent, r.Name, d.FID, r.FID, syscall.ESTALE)
 		}
 		b.Delete(direntKey(r.Parent, r.Name), nil)
 	case proto.FixSetNlink:
 		n, err := m.getInode(r.FID)
 		if err != nil {
 			return nil, err
+		}
+		if n.Attr.Nlink != r.Have {
+			return nil, fmt.Errorf("mdt%d: fsck: %s has nlink %d now, not %d: %w", m.cfg.Index, r.FID, n.Attr.Nlink, r.Have, syscall.ESTALE)
 		}
 		n.Attr.Nlink = r.Nlink
 		m.putInode(b, n)

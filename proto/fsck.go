@@ -39,9 +39,12 @@ type ScanDirentsReply struct {
 }
 
 // Repairs fsck can ask of an MDT.
+//
+// Each is conditional on what the scan saw, because the filesystem may be
+// in use: an MDT refuses with ESTALE a repair whose object changed since.
 const (
-	FixDropDirent = "drop_dirent" // remove Parent/Name (it names a missing inode)
-	FixSetNlink   = "set_nlink"   // set FID's link count to Nlink
+	FixDropDirent = "drop_dirent" // remove Parent/Name, if it still names FID (a missing inode)
+	FixSetNlink   = "set_nlink"   // set FID's link count to Nlink, if it is still Have
 	FixLinkLost   = "link_lost"   // link orphan FID into Parent (lost+found) as Name
 )
 
@@ -52,4 +55,5 @@ type FsckFixReq struct {
 	FID    FID
 	Mode   uint32
 	Nlink  uint32
+	Have   uint32 // set_nlink: the link count the scan saw
 }

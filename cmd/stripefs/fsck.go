@@ -50,8 +50,15 @@ found and not repaired.`,
 				for _, f := range rep.Findings {
 					fmt.Println(" ", f)
 				}
+				if rep.Settled > 0 {
+					fmt.Printf("%d passing findings left alone: a second scan no longer found them (operations in flight)\n", rep.Settled)
+				}
 				if repair {
-					fmt.Printf("%d repairs\n", rep.Repaired)
+					fmt.Printf("%d repairs", rep.Repaired)
+					if rep.Skipped > 0 {
+						fmt.Printf(", %d skipped: what they would fix changed after the scan", rep.Skipped)
+					}
+					fmt.Println()
 				}
 			}
 			if len(rep.Findings) > 0 && !repair {
