@@ -305,3 +305,74 @@ func TestCrossMDTRenameLink(t *testing.T) {
 		t.Fatalf("stripefs fsck: %v\n%s", err, out)
 	}
 }
+
+// TestFsckRepairDuringStorm runs stripefs fsck --repair again and again
+// while clients make directories (half of them remote) with a file in
+// each: fsck must remove nothing a client made, and find nothing once
+// the storm is over.
+func TestFsckRepairDuringStorm(t *testing.T) {
+	c, mnt := mount(t)
+	dir := filepath.Join(mnt, "busy")
+	must(t, os.Mkdir(dir, 0o755))
+	must(t, unix.Setxattr(dir, "lustre.lmv.default", []byte("mdt_index=-1"), 0))
+	const workers, per = 3, 150
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			for i := 0; i < per; i++ {
+				d := filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i))
+				if err := os.Mkdir(d, 0o755); err != nil {
+					errs <- err
+					return
+				}
+				if err := os.WriteFile(filepath.Join(d, "f"), []byte(d), 0o644); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(w)
+	}
+	stormDone := make(chan struct{})
+	fsckDone := make(chan error, 1)
+	runs := 0
+	go func() {
+		for {
+			select {
+			case <-stormDone:
+				fsckDone <- nil
+				return
+			default:
+			}
+			if out, err := exec.Command(c.Bin, "fsck", "--repair", mnt).CombinedOutput(); err != nil {
+				fsckDone <- fmt.Errorf("fsck --repair during the storm: %v\n%s", err, out)
+				return
+			} else if !strings.Contains(string(out), "0 repairs") {
+				fsckDone <- fmt.Errorf("fsck --repair repaired a filesystem that was only busy:\n%s", out)
+				return
+			}
+			runs++
+		}
+	}()
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("storm: %v", err)
+		}
+	}
+	close(stormDone)
+	if err := <-fsckDone; err != nil {
+		t.Fatal(err)
+	}
+	for w := 0; w < workers; w++ {
+		for i := 0; i < per; i++ {
+			p := filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i), "f")
+			if b, err := os.ReadFile(p); err != nil || string(b) != filepath.Dir(p) {
+				t.Fatalf("%s after the storm and fsck: %q %v", p, b, err)
+			}
+		}
+	}
+	if out, err := exec.Command(c.Bin, "fsck", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fsck after the storm: %v\n%s", err, out)
+	}
+	t.Logf("fsck --repair ran %d times during the storm", runs)
+}
