@@ -451,3 +451,82 @@ func waitForQuota(t *testing.T, ok func() bool) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestDf: stripefs df lists every target with its own space (here OSTs
+// capped at 64 MiB, one holding a file), sums the OSTs as statfs on the
+// mount does, and lists a dead OST as inactive, exit status 1, while
+// still printing the others.
+func TestDf(t *testing.T) {
+	c, mnt := mount(t)
+	var e proto.Empty
+	for _, o := range c.OSTs {
+		must(t, ostCall(t, o, proto.OSetParam, &proto.OSetParamReq{Name: "capacity", Value: strconv.Itoa(64 << 20)}, &e))
+	}
+	path := filepath.Join(mnt, "on-ost1")
+	sfRun(t, c, "setstripe", "-c", "1", "-i", "1", path)
+	must(t, os.WriteFile(path, bytes.Repeat([]byte{7}, 8<<20), 0o644))
+	f, err := os.Open(path)
+	must(t, err)
+	must(t, f.Sync())
+	f.Close()
+	df := func() (dfReport, error) {
+		var rep dfReport
+		out, err := exec.Command(c.Bin, "df", "--json", mnt).Output()
+		if jerr := json.Unmarshal(out, &rep); jerr != nil {
+			t.Fatalf("df --json: %v: %q (%v)", jerr, out, err)
+		}
+		return rep, err
+	}
+	rep, err := df()
+	must(t, err)
+	if len(rep.Targets) != len(c.MDTs)+len(c.OSTs) {
+		t.Fatalf("df lists %d targets, want %d", len(rep.Targets), len(c.MDTs)+len(c.OSTs))
+	}
+	var st syscall.Statfs_t
+	must(t, syscall.Statfs(mnt, &st))
+	if got, want := rep.Summary.Bytes, st.Blocks*uint64(st.Bsize); got != want || got != 4*64<<20 {
+		t.Errorf("summary %d bytes, statfs on the mount %d, want 256 MiB", got, want)
+	}
+	for _, d := range rep.Targets {
+		switch {
+		case d.Kind == proto.KindMDT:
+			if d.Inodes == 0 || d.Error != "" {
+				t.Errorf("mdt%d: %+v", d.Index, d)
+			}
+		case d.Bytes != 64<<20:
+			t.Errorf("ost%d: %d bytes, want its 64 MiB capacity", d.Index, d.Bytes)
+		case d.Index == 1 && d.Used < 8<<20:
+			t.Errorf("ost1 holds the 8 MiB file, yet uses %d bytes", d.Used)
+		case d.Index != 1 && d.Used >= 1<<20:
+			t.Errorf("ost%d holds nothing, yet uses %d bytes", d.Index, d.Used)
+		}
+	}
+	c.Kill9(c.OSTs[3])
+	rep, err = df()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("df with an OST down: %v, want exit status 1", err)
+	}
+	for _, d := range rep.Targets {
+		if dead := d.Kind == proto.KindOST && d.Index == 3; dead != (d.Error != "") {
+			t.Errorf("with ost3 down: %+v", d)
+		}
+	}
+	if rep.Summary.Bytes != 3*64<<20 {
+		t.Errorf("summary with ost3 down: %d bytes, want the other three's 192 MiB", rep.Summary.Bytes)
+	}
+}
+
+// dfReport is stripefs df --json's output.
+type dfReport struct {
+	Targets []dfTarget `json:"targets"`
+	Summary dfTarget   `json:"summary"`
+}
+
+type dfTarget struct {
+	Kind   string `json:"kind"`
+	Index  uint32 `json:"index"`
+	Bytes  uint64 `json:"bytes"`
+	Used   uint64 `json:"used"`
+	Inodes uint64 `json:"inodes"`
+	Error  string `json:"error"`
+}

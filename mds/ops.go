@@ -842,10 +842,16 @@ func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
 func (m *MDT) statfs(ctx context.Context, r *proto.Empty) (any, error) {
 	used := uint64(max(m.inodes.Load(), 0))
 	free := uint64(1 << 32)
+	out := &proto.StatfsReply{}
 	var st syscall.Statfs_t
 	if m.cfg.FS == nil && syscall.Statfs(m.cfg.DataDir, &st) == nil {
 		// About one KiB of database per inode.
 		free = st.Bavail * uint64(st.Bsize) / 1024
+		// The space of the MDT's own disk, for stripefs df (the mount's
+		// statfs counts the OSTs' only, as Lustre's does).
+		bs := uint64(st.Bsize)
+		out.Blocks, out.Bfree, out.Bavail = st.Blocks*bs, st.Bfree*bs, st.Bavail*bs
 	}
-	return &proto.StatfsReply{Files: used + free, Ffree: free}, nil
+	out.Files, out.Ffree = used+free, free
+	return out, nil
 }

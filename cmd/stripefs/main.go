@@ -49,7 +49,7 @@ func main() {
 		setstripeCmd(), getstripeCmd(), statsCmd(),
 		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(), rebuildCmd(), scrubCmd(),
 		nfsCmd(), nfsexportCmd(),
-		setquotaCmd(), quotaCmd(), projectCmd())
+		setquotaCmd(), quotaCmd(), projectCmd(), dfCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(os.Stderr, "stripefs: %v\n", err)
 		os.Exit(1)

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -268,37 +267,22 @@ func queryQuota(ctx context.Context, root string, k proto.QuotaKey, refresh bool
 	if err != nil {
 		return nil, []error{fmt.Errorf("cluster map from %s: %w", mgs, err)}
 	}
-	type tgt struct {
-		name   string
-		addr   string
-		method uint16
-	}
-	var ts []tgt
-	for _, t := range cfg.MDTs {
-		ts = append(ts, tgt{fmt.Sprintf("mdt%d", t.Index), t.Addr, proto.MQuotaGet})
-	}
-	for _, t := range cfg.OSTs {
-		ts = append(ts, tgt{fmt.Sprintf("ost%d", t.Index), t.Addr, proto.OQuotaGet})
-	}
+	ts := targetsOf(cfg)
 	out := make([]targetQuota, len(ts))
-	var wg sync.WaitGroup
-	for i, t := range ts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i].Target = t.name
-			rc := rpc.NewClient(t.addr, "quota")
-			rc.RetryFor = 5 * time.Second
-			defer rc.Close()
-			r, err := rpc.Invoke[proto.QuotaGetReply](ctx, rc, t.method, &proto.QuotaGetReq{Key: k, Refresh: refresh})
-			if err != nil {
-				out[i].Error = err.Error()
-				return
-			}
-			out[i].Usage, out[i].Allowance, out[i].Limited = r.Usage, r.Allowance, r.Limited
-		}()
-	}
-	wg.Wait()
+	askEach(ctx, ts, 5*time.Second, func(ctx context.Context, rc *rpc.Client, i int) error {
+		out[i].Target = ts[i].Name()
+		method := uint16(proto.OQuotaGet)
+		if ts[i].Kind == proto.KindMDT {
+			method = proto.MQuotaGet
+		}
+		r, err := rpc.Invoke[proto.QuotaGetReply](ctx, rc, method, &proto.QuotaGetReq{Key: k, Refresh: refresh})
+		if err != nil {
+			out[i].Error = err.Error()
+			return err
+		}
+		out[i].Usage, out[i].Allowance, out[i].Limited = r.Usage, r.Allowance, r.Limited
+		return nil
+	})
 	var errs []error
 	for _, t := range out {
 		if t.Error != "" {
