@@ -113,23 +113,11 @@ func TestRemoteDirectories(t *testing.T) {
 // directory must exist, and the link counts must add up.
 func TestMDTKilledDuringMkdirStorm(t *testing.T) {
 	c, mnt := mount(t)
-	dir := filepath.Join(mnt, "storm")
-	must(t, os.Mkdir(dir, 0o755))
-	must(t, unix.Setxattr(dir, "lustre.lmv.default", []byte("mdt_index=-1"), 0))
 	const workers, per = 4, 250
-	errs := make(chan error, workers)
+	dir, errs := storm(t, mnt, "storm", workers, per, func(dir string, w, i int) error {
+		return os.Mkdir(filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i)), 0o755)
+	})
 	done := make(chan struct{})
-	for w := 0; w < workers; w++ {
-		go func(w int) {
-			for i := 0; i < per; i++ {
-				if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i)), 0o755); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}(w)
-	}
 	go func() {
 		defer close(done)
 		for _, m := range c.MDTs {
@@ -312,27 +300,14 @@ func TestCrossMDTRenameLink(t *testing.T) {
 // the storm is over.
 func TestFsckRepairDuringStorm(t *testing.T) {
 	c, mnt := mount(t)
-	dir := filepath.Join(mnt, "busy")
-	must(t, os.Mkdir(dir, 0o755))
-	must(t, unix.Setxattr(dir, "lustre.lmv.default", []byte("mdt_index=-1"), 0))
 	const workers, per = 3, 150
-	errs := make(chan error, workers)
-	for w := 0; w < workers; w++ {
-		go func(w int) {
-			for i := 0; i < per; i++ {
-				d := filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i))
-				if err := os.Mkdir(d, 0o755); err != nil {
-					errs <- err
-					return
-				}
-				if err := os.WriteFile(filepath.Join(d, "f"), []byte(d), 0o644); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}(w)
-	}
+	dir, errs := storm(t, mnt, "busy", workers, per, func(dir string, w, i int) error {
+		d := filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i))
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(d, "f"), []byte(d), 0o644)
+	})
 	stormDone := make(chan struct{})
 	fsckDone := make(chan error, 1)
 	runs := 0
@@ -375,4 +350,27 @@ func TestFsckRepairDuringStorm(t *testing.T) {
 		t.Fatalf("fsck after the storm: %v\n%s", err, out)
 	}
 	t.Logf("fsck --repair ran %d times during the storm", runs)
+}
+
+// storm makes mnt/name, whose subdirectories go round-robin over the
+// MDTs, and starts workers that each call op(dir, worker, i) for i below
+// per. Each worker sends its first error, or nil, on errs.
+func storm(t *testing.T, mnt, name string, workers, per int, op func(dir string, w, i int) error) (dir string, errs chan error) {
+	t.Helper()
+	dir = filepath.Join(mnt, name)
+	must(t, os.Mkdir(dir, 0o755))
+	must(t, unix.Setxattr(dir, "lustre.lmv.default", []byte("mdt_index=-1"), 0))
+	errs = make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := 0; i < per; i++ {
+				if err := op(dir, w, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	return dir, errs
 }

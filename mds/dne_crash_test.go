@@ -253,6 +253,16 @@ func (p *pair) fsck() error {
 	return nil
 }
 
+// mkdirRemote makes /name on MDT1 through MDT0, the coordinator.
+func (p *pair) mkdirRemote(name string) proto.AttrReply {
+	p.t.Helper()
+	var a proto.AttrReply
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: name, Mode: 0o755, MDT: 1}, &a); err != nil {
+		p.t.Fatal(err)
+	}
+	return a
+}
+
 func (p *pair) lookup(parent proto.FID, name string) (proto.FID, error) {
 	parent, err := p.route(parent, name)
 	if err != nil {
@@ -622,10 +632,7 @@ func TestSlowCoordinatorIsNotRedone(t *testing.T) {
 func TestFsckRepairs(t *testing.T) {
 	p := newPair(t, fmt.Sprintf("fsck-%d", time.Now().UnixNano()))
 	defer func() { p.close(1); p.close(0) }()
-	var a proto.AttrReply
-	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &a); err != nil {
-		t.Fatal(err)
-	}
+	p.mkdirRemote("d")
 	m0, m1 := p.mdt[0], p.mdt[1]
 	b := m0.db.NewBatch()
 	ghost := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 999}
@@ -880,10 +887,7 @@ func TestFsckWaitsForPushes(t *testing.T) {
 	defer func() { p.close(1); p.close(0) }()
 	gate := make(chan struct{})
 	p.mdt[0].grants.pushGate = gate
-	var a proto.AttrReply
-	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &a); err != nil {
-		t.Fatal(err)
-	}
+	a := p.mkdirRemote("d")
 	var rep *fsck.Report
 	var err error
 	done := make(chan struct{})
@@ -913,10 +917,7 @@ func TestFsckWaitsForPushes(t *testing.T) {
 func TestFsckOnALiveFilesystem(t *testing.T) {
 	p := newPair(t, fmt.Sprintf("fscklive-%d", time.Now().UnixNano()))
 	defer func() { p.close(1); p.close(0) }()
-	var a proto.AttrReply
-	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &a); err != nil {
-		t.Fatal(err)
-	}
+	a := p.mkdirRemote("d")
 	d := a.Attr.FID
 	p.converge()
 	scans := 0
