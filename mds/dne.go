@@ -405,7 +405,14 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.applyRecordLocked(rec, r.Check)
+	reply, err := m.applyRecordLocked(rec, r.Check)
+	if err != nil {
+		return nil, err
+	}
+	// The coordinator takes the record back as this MDT completed it
+	// (the FIDs it allocated, the types it knows).
+	reply.RecordBytes = encode(rec)
+	return reply, nil
 }
 
 // txnApplyBatch is txnApply for the records a coordinator pushes in the
@@ -434,14 +441,15 @@ func (m *MDT) txnApplyBatch(ctx context.Context, r *proto.TxnApplyBatchReq) (any
 }
 
 // applyRecordLocked applies this MDT's part of rec, first checking
-// precondition check if any; m.mu is held.
+// precondition check if any, and completes rec with what only this MDT
+// knows; m.mu is held.
 func (m *MDT) applyRecordLocked(rec *dtx.Record, check string) (*proto.TxnApplyReply, error) {
 	var err error
 	if m.applied(rec.ID) {
 		// A resend, or a background push that the sweeper's redo (and
 		// cancel) overtook: applying it again could bring back an inode
 		// removed since.
-		return &proto.TxnApplyReply{RecordBytes: encode(rec)}, nil
+		return &proto.TxnApplyReply{}, nil
 	}
 	for _, u := range rec.Part(uint32(m.cfg.Index)) {
 		// A name put into a directory here (a rename or link from another
@@ -516,7 +524,6 @@ func (m *MDT) applyRecordLocked(rec *dtx.Record, check string) (*proto.TxnApplyR
 		reply.Attr = p.attrs[0]
 	}
 	reply.Attrs, reply.Destroy = p.attrs, p.destroy
-	reply.RecordBytes = encode(rec)
 	return reply, nil
 }
 
