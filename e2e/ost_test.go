@@ -455,7 +455,7 @@ func waitForQuota(t *testing.T, ok func() bool) {
 // TestDf: stripefs df lists every target with its own space (here OSTs
 // capped at 64 MiB, one holding a file), sums the OSTs as statfs on the
 // mount does, and lists a dead OST as inactive, exit status 1, while
-// still printing the others.
+// still printing the others; so does stripefs stats.
 func TestDf(t *testing.T) {
 	c, mnt := mount(t)
 	var e proto.Empty
@@ -513,6 +513,12 @@ func TestDf(t *testing.T) {
 	}
 	if rep.Summary.Bytes != 3*64<<20 {
 		t.Errorf("summary with ost3 down: %d bytes, want the other three's 192 MiB", rep.Summary.Bytes)
+	}
+	// stripefs stats too prints what answered, and fails.
+	out, err := exec.Command(c.Bin, "stats", mnt).Output()
+	if err == nil || !strings.Contains(string(out), "obdfilter.ost3: inactive device") ||
+		!strings.Contains(string(out), "obdfilter.ost0.") || !strings.Contains(string(out), "llite.client.") {
+		t.Errorf("stats with ost3 down: %v\n%s", err, out)
 	}
 }
 

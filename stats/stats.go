@@ -6,11 +6,13 @@ package stats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pkg/xattr"
 
@@ -39,6 +41,8 @@ type Target struct {
 	Name     string           `json:"name"`
 	Methods  []Method         `json:"methods"`
 	Counters map[string]int64 `json:"counters,omitempty"`
+	// Error says the target did not answer; it has no counters.
+	Error string `json:"error,omitempty"`
 }
 
 // Client is what a mount reports.
@@ -82,14 +86,17 @@ func FromMount(ctx context.Context, path string) (*Snapshot, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s, err := FromServers(ctx, string(mgs))
-	if err != nil {
-		return nil, err
+	if s != nil {
+		s.Client = &cl
 	}
-	s.Client = &cl
-	return s, nil
+	return s, err
 }
 
-// FromServers asks every target in the cluster map for its counters.
+// FromServers asks every target in the cluster map for its counters. A
+// target that does not answer within a few seconds is listed with its
+// error, and the snapshot of the others comes back with an error that
+// names it: callers that need every counter fail, a tool can still
+// print the rest.
 func FromServers(ctx context.Context, mgs string) (*Snapshot, error) {
 	c := rpc.NewClient(mgs, "stats")
 	defer c.Close()
@@ -105,14 +112,17 @@ func FromServers(ctx context.Context, mgs string) (*Snapshot, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			name := fmt.Sprintf("%s%d", t.Kind, t.Index)
 			rc := rpc.NewClient(t.Addr, "stats")
+			rc.RetryFor = 3 * time.Second
 			defer rc.Close()
 			r, err := rpc.QueryStats(ctx, rc)
 			if err != nil {
-				errs[i] = err
+				errs[i] = fmt.Errorf("%s: %w", name, err)
+				out.Targets[i] = Target{Name: name, Error: err.Error()}
 				return
 			}
-			tg := Target{Name: fmt.Sprintf("%s%d", t.Kind, t.Index), Methods: Methods(r.Methods), Counters: map[string]int64{}}
+			tg := Target{Name: name, Methods: Methods(r.Methods), Counters: map[string]int64{}}
 			for _, c := range r.Counters {
 				tg.Counters[c.Name] = c.Value
 			}
@@ -120,12 +130,7 @@ func FromServers(ctx context.Context, mgs string) (*Snapshot, error) {
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Calls sums the calls of a method (by name) over targets whose name
@@ -236,6 +241,10 @@ func (s *Snapshot) Write(w io.Writer) {
 		kind := "obdfilter"
 		if strings.HasPrefix(t.Name, "mdt") {
 			kind = "mdt"
+		}
+		if t.Error != "" {
+			fmt.Fprintf(w, "%s.%s: inactive device (%s)\n", kind, t.Name, t.Error)
+			continue
 		}
 		line(kind+"."+t.Name, t.Methods, t.Counters)
 	}

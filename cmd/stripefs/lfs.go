@@ -247,14 +247,19 @@ func statsCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("give a mount point or --mgs")
 			}
-			if err != nil {
+			if s == nil {
 				return err
 			}
+			// What answered is printed even when a target did not, as
+			// lctl prints the devices it can reach.
 			if asJSON {
-				return json.NewEncoder(os.Stdout).Encode(s)
+				if jerr := json.NewEncoder(os.Stdout).Encode(s); jerr != nil {
+					return jerr
+				}
+			} else {
+				s.Write(os.Stdout)
 			}
-			s.Write(os.Stdout)
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&mgs, "mgs", "", "MGS address, for server counters without a mount")
