@@ -11,11 +11,11 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/pkg/xattr"
 
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -104,32 +104,22 @@ func FromServers(ctx context.Context, mgs string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster map from %s: %w", mgs, err)
 	}
-	targets := append(append([]proto.Target(nil), cfg.MDTs...), cfg.OSTs...)
-	out := &Snapshot{Targets: make([]Target, len(targets))}
-	var wg sync.WaitGroup
-	errs := make([]error, len(targets))
-	for i, t := range targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := fmt.Sprintf("%s%d", t.Kind, t.Index)
-			rc := rpc.NewClient(t.Addr, "stats")
-			rc.RetryFor = 3 * time.Second
-			defer rc.Close()
-			r, err := rpc.QueryStats(ctx, rc)
-			if err != nil {
-				errs[i] = fmt.Errorf("%s: %w", name, err)
-				out.Targets[i] = Target{Name: name, Error: err.Error()}
-				return
-			}
-			tg := Target{Name: name, Methods: Methods(r.Methods), Counters: map[string]int64{}}
-			for _, c := range r.Counters {
-				tg.Counters[c.Name] = c.Value
-			}
-			out.Targets[i] = tg
-		}()
-	}
-	wg.Wait()
+	ts := targets.Of(cfg)
+	out := &Snapshot{Targets: make([]Target, len(ts))}
+	errs := targets.AskEach(ctx, ts, "stats", 3*time.Second, func(ctx context.Context, rc *rpc.Client, i int) error {
+		name := ts[i].Name()
+		r, err := rpc.QueryStats(ctx, rc)
+		if err != nil {
+			out.Targets[i] = Target{Name: name, Error: err.Error()}
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		tg := Target{Name: name, Methods: Methods(r.Methods), Counters: map[string]int64{}}
+		for _, c := range r.Counters {
+			tg.Counters[c.Name] = c.Value
+		}
+		out.Targets[i] = tg
+		return nil
+	})
 	return out, errors.Join(errs...)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -62,7 +63,7 @@ the exit status is 1; the others are still printed.`,
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			rep := dfOf(ctx, mnt, targetsOf(cfg))
+			rep := dfOf(ctx, mnt, targets.Of(cfg))
 			if asJSON {
 				if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
 					return err
@@ -87,9 +88,9 @@ the exit status is 1; the others are still printed.`,
 }
 
 // dfOf asks every target for its statfs.
-func dfOf(ctx context.Context, mnt string, ts []target) *dfReport {
+func dfOf(ctx context.Context, mnt string, ts []targets.Target) *dfReport {
 	rep := &dfReport{Mount: mnt, Targets: make([]dfTarget, len(ts)), Summary: dfTarget{UUID: "filesystem_summary"}}
-	errs := askEach(ctx, ts, 3*time.Second, func(ctx context.Context, c *rpc.Client, i int) error {
+	errs := targets.AskEach(ctx, ts, "df", 3*time.Second, func(ctx context.Context, c *rpc.Client, i int) error {
 		method := uint16(proto.OStatfs)
 		if ts[i].Kind == proto.KindMDT {
 			method = proto.MStatfs

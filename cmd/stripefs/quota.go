@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/stats"
@@ -267,9 +268,9 @@ func queryQuota(ctx context.Context, root string, k proto.QuotaKey, refresh bool
 	if err != nil {
 		return nil, []error{fmt.Errorf("cluster map from %s: %w", mgs, err)}
 	}
-	ts := targetsOf(cfg)
+	ts := targets.Of(cfg)
 	out := make([]targetQuota, len(ts))
-	askEach(ctx, ts, 5*time.Second, func(ctx context.Context, rc *rpc.Client, i int) error {
+	targets.AskEach(ctx, ts, "quota", 5*time.Second, func(ctx context.Context, rc *rpc.Client, i int) error {
 		out[i].Target = ts[i].Name()
 		method := uint16(proto.OQuotaGet)
 		if ts[i].Kind == proto.KindMDT {
