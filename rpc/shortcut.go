@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,11 +42,30 @@ type shortcutListener struct {
 	once  sync.Once
 }
 
-func newShortcutListener(l net.Listener) *shortcutListener {
-	sl := &shortcutListener{Listener: l, addr: l.Addr().String(), conns: make(chan net.Conn), errs: make(chan error, 1), done: make(chan struct{})}
+// reserveShortcut registers a shortcut listener for addr before its
+// socket exists, when addr is what the socket will report (a literal
+// address with its port) and no listener holds it: in-process dials
+// queue for its Accept meanwhile. nil when it cannot be reserved.
+func reserveShortcut(addr string) *shortcutListener {
+	if !strings.HasPrefix(addr, unixPrefix) {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil || ap.Port() == 0 || ap.String() != addr {
+			return nil
+		}
+	}
 	shortcuts.Lock()
-	shortcuts.m[sl.addr] = sl
-	shortcuts.Unlock()
+	defer shortcuts.Unlock()
+	if shortcuts.m[addr] != nil {
+		return nil
+	}
+	sl := &shortcutListener{addr: addr, conns: make(chan net.Conn), errs: make(chan error, 1), done: make(chan struct{})}
+	shortcuts.m[addr] = sl
+	return sl
+}
+
+// start makes sl accept from l, its socket, too.
+func (sl *shortcutListener) start(l net.Listener) {
+	sl.Listener = l
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -61,7 +81,6 @@ func newShortcutListener(l net.Listener) *shortcutListener {
 			}
 		}
 	}()
-	return sl
 }
 
 func (l *shortcutListener) Accept() (net.Conn, error) {
@@ -84,6 +103,9 @@ func (l *shortcutListener) Close() error {
 		}
 		shortcuts.Unlock()
 	})
+	if l.Listener == nil {
+		return nil // reserved, never listened
+	}
 	return l.Listener.Close()
 }
 

@@ -36,25 +36,46 @@ func Listen(addr string) (net.Listener, error) {
 		inproc.m[name] = l
 		return l, nil
 	}
+	// A server restarted in this process takes its address's shortcut
+	// before its socket listens: a client redialing would otherwise reach
+	// the socket in between and stay on it, never calling directly.
+	var sl *shortcutListener
+	if Shortcut {
+		sl = reserveShortcut(addr)
+	}
 	var l net.Listener
+	var err error
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
 		_ = os.Remove(path) // a socket left by a process that died
-		ul, err := net.Listen("unix", path)
-		if err != nil {
-			return nil, err
+		var ul net.Listener
+		if ul, err = net.Listen("unix", path); err == nil {
+			l = unixListener{ul, path}
 		}
-		l = unixListener{ul, path}
 	} else {
-		tl, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, err
+		l, err = net.Listen("tcp", addr)
+	}
+	if err != nil {
+		if sl != nil {
+			sl.Close()
 		}
-		l = tl
+		return nil, err
 	}
 	if !Shortcut {
 		return l, nil
 	}
-	return newShortcutListener(l), nil
+	if sl != nil && sl.addr == l.Addr().String() {
+		sl.start(l)
+		return sl, nil
+	}
+	if sl != nil {
+		sl.Close() // addr was a name the socket reports otherwise
+	}
+	sl = &shortcutListener{addr: l.Addr().String(), conns: make(chan net.Conn), errs: make(chan error, 1), done: make(chan struct{})}
+	shortcuts.Lock()
+	shortcuts.m[sl.addr] = sl
+	shortcuts.Unlock()
+	sl.start(l)
+	return sl, nil
 }
 
 // unixListener reports its address with the "unix:" prefix so that what
@@ -94,10 +115,21 @@ func DialContext(ctx context.Context, addr string) (net.Conn, error) {
 		return c, err
 	}
 	var d net.Dialer
+	var c net.Conn
+	var err error
 	if path, ok := strings.CutPrefix(addr, unixPrefix); ok {
-		return d.DialContext(ctx, "unix", path)
+		c, err = d.DialContext(ctx, "unix", path)
+	} else {
+		c, err = d.DialContext(ctx, "tcp", addr)
 	}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil && Shortcut {
+		// The server may have come up in this process while we dialed
+		// its socket (a restart under `stripefs up`): take its pipe.
+		if pc, ok, perr := dialShortcut(ctx, addr); ok && perr == nil {
+			c.Close()
+			return pc, nil
+		}
+	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		// Bulk replies of a MiB or more then arrive in fewer reads.
 		_ = tc.SetReadBuffer(4 << 20)
