@@ -353,6 +353,9 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool) (*p
 			if n.Attr.Mode&sIFMT == sIFREG {
 				p.destroy = append(p.destroy, n.Attr)
 			}
+		case dtx.ClientDone:
+			xid, _ := dtx.DoneXID(u)
+			b.Set(doneKey(rpc.Caller{Client: u.Name, XID: xid}), binary.BigEndian.AppendUint64(nil, uint64(u.Time)), nil)
 		case dtx.SetParent:
 			n, err := p.inode(u.FID)
 			if err == nil && !n.isDir() {
@@ -669,6 +672,7 @@ func (r *txnResult) attrOf(f proto.FID) (proto.Attr, bool) {
 // (m.mu is not held across RPCs: two MDTs coordinating towards each other
 // must not deadlock). check is the precondition for the remote part.
 func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnResult, error) {
+	noteCaller(ctx, rec)
 	res := &txnResult{}
 	m.ctr.dtxStarted.Add(1)
 	id := rec.ID
@@ -751,6 +755,16 @@ func (m *MDT) applyRemote(ctx context.Context, c *rpc.Client, rec *dtx.Record, c
 			return r, err
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// noteCaller adds to rec that the client request of ctx is done
+// (resend.go): a coordinator whose own part did not reach its disk
+// before a crash redoes it from a peer's log, and must then answer the
+// client's resend of the request from that, not do it again (EEXIST).
+func noteCaller(ctx context.Context, rec *dtx.Record) {
+	if c, ok := rpc.CallerFrom(ctx); ok {
+		rec.Updates = append(rec.Updates, dtx.Done(rec.ID.Coord, c.Client, c.XID, time.Now().UnixNano()))
 	}
 }
 

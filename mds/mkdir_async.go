@@ -129,6 +129,7 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	// What our part needs must be durable before a peer holds the
 	// record (deps.go): for a parent made a moment ago, the push waits
 	// for the next group commit rather than the reply for a sync.
+	noteCaller(ctx, rec)
 	gen, wait := m.durableAfter(rec)
 	b := m.newBatch(ctx)
 	if _, err := m.applyPart(b, rec, false, false); err != nil {

@@ -8,6 +8,7 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
+	"log"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,7 +66,37 @@ func status(err error) fuse.Status {
 	if err == nil {
 		return fuse.OK
 	}
-	return fuse.Status(fs.Errno(err))
+	errno := fs.Errno(err)
+	if errno == syscall.EIO {
+		eioLog.print(err)
+	}
+	return fuse.Status(errno)
+}
+
+// eioLog says why a program got EIO, which the errno alone never tells
+// (Lustre's "LustreError" lines), at most once a second so that a dead
+// OST under a reading loop does not flood the log.
+var eioLog rateLog
+
+type rateLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (l *rateLog) print(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.last) < time.Second {
+		l.suppressed++
+		return
+	}
+	if l.suppressed > 0 {
+		log.Printf("EIO: %v (and %d more EIO since the last)", err, l.suppressed)
+	} else {
+		log.Printf("EIO: %v", err)
+	}
+	l.last, l.suppressed = time.Now(), 0
 }
 
 // ctx is the context of one request. The kernel's interrupts are not

@@ -21,6 +21,7 @@
 package dtx
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -72,7 +73,27 @@ const (
 	// bytes, opaque to dtx). A striped directory's layout travels so, in
 	// the same part as the inode it describes.
 	SetXattr = "set_xattr"
+	// ClientDone: the client request that started the operation (client
+	// UUID in Name, XID in Inode, see Done) is done, on the coordinator,
+	// which the client talks to. A coordinator that lost its part in a
+	// crash and redoes it from a peer's log must also answer the
+	// client's resend of that request as done, not do it again.
+	ClientDone = "client_done"
 )
+
+// Done is the ClientDone update of a coordinator's record for the request
+// xid of client, done at t.
+func Done(coord uint32, client string, xid uint64, t int64) Update {
+	return Update{Kind: ClientDone, MDT: coord, Name: client, Inode: binary.BigEndian.AppendUint64(nil, xid), Time: t}
+}
+
+// DoneXID is the XID of a ClientDone update.
+func DoneXID(u Update) (uint64, bool) {
+	if u.Kind != ClientDone || len(u.Inode) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(u.Inode), true
+}
 
 // Update is one primitive change on one MDT.
 type Update struct {
@@ -138,6 +159,10 @@ func (r *Record) Validate() error {
 	for _, u := range r.Updates {
 		switch u.Kind {
 		case CreateInode, DeleteInode, InsertDirent, DeleteDirent, ParentLink, InodeLink, SetParent, SetXattr:
+		case ClientDone:
+			if _, ok := DoneXID(u); !ok || u.MDT != r.ID.Coord {
+				return fmt.Errorf("dtx: %s: bad client_done update", r.ID)
+			}
 		default:
 			return fmt.Errorf("dtx: %s: unknown update %q", r.ID, u.Kind)
 		}

@@ -69,6 +69,9 @@ func TestValidateRejects(t *testing.T) {
 		{ID: OpID{Coord: 0}},
 		{ID: OpID{Coord: 0}, Updates: []Update{{Kind: "explode", MDT: 0}}},
 		{ID: OpID{Coord: 0}, Updates: []Update{{Kind: CreateInode, MDT: 1}}},
+		// The client's request is done where the client sent it.
+		{ID: OpID{Coord: 0}, Updates: []Update{{Kind: CreateInode, MDT: 0}, Done(1, "c", 7, 0)}},
+		{ID: OpID{Coord: 0}, Updates: []Update{{Kind: CreateInode, MDT: 0}, {Kind: ClientDone, MDT: 0, Name: "c"}}},
 	} {
 		if r.Validate() == nil {
 			t.Errorf("accepted %+v", r)
