@@ -222,8 +222,14 @@ func (p *part) setDirent(dir proto.FID, name string, d *dirent) {
 // NAME.recovered-FID (as fsck uses lost+found), a parent's link count
 // moves only with an entry that really moved, and a directory that is
 // no longer empty is not removed (fsck then finds it unnamed).
-func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool) (*part, error) {
+//
+// known are inodes the caller read under the hold of m.mu it still has:
+// the part starts from them instead of reading them again.
+func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool, known ...*inode) (*part, error) {
 	p := &part{m: m, b: b, rec: rec, inodes: map[proto.FID]*inode{}, dirents: map[string]*dirent{}}
+	for _, n := range known {
+		p.inodes[n.Attr.FID] = n
+	}
 	type entry struct {
 		parent, fid proto.FID
 		name        string

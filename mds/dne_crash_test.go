@@ -27,7 +27,7 @@ import (
 // pair is two MDTs in this process on crashable in-memory filesystems,
 // talking over the in-process transport.
 type pair struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	fs   [2]*vfs.MemFS
 	mdt  [2]*MDT
@@ -68,11 +68,11 @@ func (p *pair) close(i int) {
 	p.mdt[i].Close()
 }
 
-func newPair(t *testing.T, name string) *pair {
+func newPair(t testing.TB, name string) *pair {
 	return newPairCommit(t, name, 5*time.Millisecond)
 }
 
-func newPairCommit(t *testing.T, name string, commit time.Duration) *pair {
+func newPairCommit(t testing.TB, name string, commit time.Duration) *pair {
 	p := &pair{t: t, name: name, fs: [2]*vfs.MemFS{vfs.NewCrashableMem(), vfs.NewCrashableMem()}, commit: commit}
 	p.open(0)
 	p.open(1)

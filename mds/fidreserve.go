@@ -130,21 +130,10 @@ func (m *MDT) reserveFIDsLocked(kind uint8, n, coord uint32) ([]proto.FID, error
 // when it runs low, so a storm of mkdirs rarely waits for a reservation;
 // an empty pool reserves a block there and then.
 func (m *MDT) takeFID(ctx context.Context, mdt uint32, kind uint8) (proto.FID, error) {
-	k := poolKey{mdt, kind}
-	m.poolMu.Lock()
-	if p := m.fidPool[k]; len(p) > 0 {
-		f := p[0]
-		m.fidPool[k] = p[1:]
-		// Only another MDT's pool is refilled ahead: that costs a round
-		// trip (and touches no local state, so it may outlive this MDT).
-		if mdt != uint32(m.cfg.Index) && len(p)-1 < int(fidBlock(kind)/4) && !m.refilling[k] {
-			m.refilling[k] = true
-			go m.refill(k)
-		}
-		m.poolMu.Unlock()
+	if f, ok := m.pooledFID(mdt, kind); ok {
 		return f, nil
 	}
-	m.poolMu.Unlock()
+	k := poolKey{mdt, kind}
 	fids, err := m.reserveBlock(ctx, k)
 	if err != nil {
 		return proto.FID{}, err
@@ -153,6 +142,27 @@ func (m *MDT) takeFID(ctx context.Context, mdt uint32, kind uint8) (proto.FID, e
 	m.fidPool[k] = append(m.fidPool[k], fids[1:]...)
 	m.poolMu.Unlock()
 	return fids[0], nil
+}
+
+// pooledFID is takeFID when the pool has one, which never waits: false
+// when it is empty.
+func (m *MDT) pooledFID(mdt uint32, kind uint8) (proto.FID, bool) {
+	k := poolKey{mdt, kind}
+	m.poolMu.Lock()
+	defer m.poolMu.Unlock()
+	p := m.fidPool[k]
+	if len(p) == 0 {
+		return proto.FID{}, false
+	}
+	f := p[0]
+	m.fidPool[k] = p[1:]
+	// Only another MDT's pool is refilled ahead: that costs a round
+	// trip (and touches no local state, so it may outlive this MDT).
+	if mdt != uint32(m.cfg.Index) && len(p)-1 < int(fidBlock(kind)/4) && !m.refilling[k] {
+		m.refilling[k] = true
+		go m.refill(k)
+	}
+	return f, true
 }
 
 // refill adds a block to the pool of k in the background.

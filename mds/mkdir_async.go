@@ -103,21 +103,31 @@ func (m *MDT) registerGrants() {
 // and replies before target has it (see the top of this file). m.mu is
 // held on entry and released.
 func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
-	if err := m.reserve(r.Parent, r.Name); err != nil {
+	// With a FID in the pool, the usual case, the whole mkdir is done
+	// under the hold of m.mu that found the name free, and the parent as
+	// read then is still right. Otherwise the name is reserved while a
+	// block of FIDs is reserved on target, and the parent read again.
+	fid, pooled := m.pooledFID(target, proto.FIDPlain)
+	var known []*inode
+	if pooled {
+		known = []*inode{dir}
+	} else {
+		if err := m.reserve(r.Parent, r.Name); err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
 		m.mu.Unlock()
-		return nil, err
+		defer m.release(r.Parent, r.Name)
+		var err error
+		if fid, err = m.takeFID(ctx, target, proto.FIDPlain); err != nil {
+			return nil, fmt.Errorf("mdt%d: mkdir %q on mdt%d: %w", m.cfg.Index, r.Name, target, err)
+		}
+		m.mu.Lock()
 	}
-	m.mu.Unlock()
-	defer m.release(r.Parent, r.Name)
-	fid, err := m.takeFID(ctx, target, proto.FIDPlain)
-	if err != nil {
-		return nil, fmt.Errorf("mdt%d: mkdir %q on mdt%d: %w", m.cfg.Index, r.Name, target, err)
-	}
+	defer m.mu.Unlock()
 	t := now()
 	child := newRemoteDir(r, dir, t)
 	child.Attr.FID = fid
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	// The operation's sequence is taken in the same critical section as
 	// its commit: records then reach the log in sequence order, which the
 	// in-order cancel watermarks rely on.
@@ -132,7 +142,7 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	noteCaller(ctx, rec)
 	gen, wait := m.durableAfter(rec)
 	b := m.newBatch(ctx)
-	if _, err := m.applyPart(b, rec, false, false); err != nil {
+	if _, err := m.applyPart(b, rec, false, false, known...); err != nil {
 		m.discard(b)
 		return nil, err
 	}
