@@ -542,26 +542,9 @@ func (m *MDT) discard(b *pebble.Batch) {
 	b.Close()
 }
 
-func (m *MDT) hasRecord(id dtx.OpID) bool {
-	_, closer, err := m.db.Get(txnKey(id))
-	if err != nil {
-		return false
-	}
-	closer.Close()
-	return true
-}
+func (m *MDT) hasRecord(id dtx.OpID) bool { return m.recs.has(id) }
 
-func (m *MDT) watermark(coord, epoch uint32) uint64 {
-	v, closer, err := m.db.Get(watermarkKey(coord, epoch))
-	if err != nil {
-		return 0
-	}
-	defer closer.Close()
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
-}
+func (m *MDT) watermark(coord, epoch uint32) uint64 { return m.recs.watermark(coord, epoch) }
 
 func (m *MDT) applied(id dtx.OpID) bool {
 	return dtx.Applied(m.hasRecord(id), m.watermark(id.Coord, id.Epoch), id)

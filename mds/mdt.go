@@ -86,6 +86,7 @@ type MDT struct {
 	// without a write (seqAdvanced).
 	seqDurable seqState
 	opens      map[proto.FID]int
+	recs       recIndex // the update-log records held, and cancel watermarks
 
 	lastTransno atomic.Uint64 // of the last change applied
 	committed   atomic.Uint64 // highest transno known durable
@@ -208,6 +209,10 @@ func Open(cfg Config) (*MDT, error) {
 	if err := m.load(); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if err := m.recs.load(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mdt%d: %w", cfg.Index, err)
 	}
 	if err := m.loadTransno(); err != nil {
 		db.Close()
@@ -401,6 +406,7 @@ func (m *MDT) commit(b *pebble.Batch, sync bool) error {
 	if err != nil {
 		return fmt.Errorf("mdt%d: commit: %v: %w", m.cfg.Index, err, syscall.EIO)
 	}
+	m.recs.committed(b)
 	if !sync {
 		m.dirty.Store(true)
 	}
