@@ -19,7 +19,7 @@ func benchMdtestCmd() *cobra.Command {
 	var cfg bench.MdtestConfig
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "mdtest -d DIR -n ITEMS [-i ITERATIONS] [-u] [--procs N] [-D | -F] [--mdt-index K]",
+		Use:   "mdtest -d DIR -n ITEMS [-i ITERATIONS] [-u] [--procs N] [-D | -F] [-C] [-T] [-r] [--mdt-index K]",
 		Short: "mdtest-style metadata benchmark: create, stat and remove directories and files",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -48,6 +48,9 @@ func benchMdtestCmd() *cobra.Command {
 	f.BoolVarP(&cfg.DirsOnly, "dirs-only", "D", false, "directories only")
 	f.BoolVarP(&cfg.FilesOnly, "files-only", "F", false, "files only")
 	f.BoolVar(&cfg.DropCaches, "drop-caches", false, "drop the kernel's dentries and inodes before each stat and removal phase (root)")
+	f.BoolVarP(&cfg.Create, "create-only", "C", false, "only the creation phases (the items stay)")
+	f.BoolVarP(&cfg.Stat, "stat-only", "T", false, "only the stat phases (of items a -C run left)")
+	f.BoolVarP(&cfg.Remove, "remove-only", "r", false, "only the removal phases (of items a -C run left)")
 	f.IntVar(&cfg.MDTIndex, "mdt-index", -2, "MDT for the directories the tasks create (-1: round-robin)")
 	f.IntVar(&cfg.TreeMDTIndex, "tree-mdt-index", -2, "MDT for each task's own directory (-1: round-robin)")
 	f.BoolVar(&asJSON, "json", false, "one JSON object")

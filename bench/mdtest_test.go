@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestMdtestPhases runs mdtest over a local directory: all phases at
+// once, then create, stat and remove as separate runs (-C, -T, -r), as
+// mdtest users split them.
+func TestMdtestPhases(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	names := func(r *MdtestResult) []string {
+		var out []string
+		for _, p := range r.Phases {
+			if p.Ops != 2*3 || p.OpsPerS <= 0 {
+				t.Errorf("%s: %d ops at %.0f/s, want 6", p.Phase, p.Ops, p.OpsPerS)
+			}
+			out = append(out, p.Phase)
+		}
+		return out
+	}
+	cfg := MdtestConfig{Dir: filepath.Join(dir, "all"), Items: 3, Iterations: 1, Procs: 2, Unique: true, MDTIndex: -2, TreeMDTIndex: -2}
+	r, err := Mdtest(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(r); len(got) != 6 {
+		t.Fatalf("phases %v, want all six", got)
+	}
+	cfg.Dir = filepath.Join(dir, "split")
+	left := func() int {
+		n := 0
+		for _, task := range []string{"mdtest_tree.0.0", "mdtest_tree.0.1"} {
+			ents, _ := os.ReadDir(filepath.Join(cfg.Dir, task))
+			n += len(ents)
+		}
+		return n
+	}
+	for _, step := range []struct {
+		only  func(*MdtestConfig)
+		want  []string
+		items int
+	}{
+		{func(c *MdtestConfig) { c.Create = true }, []string{"directory creation", "file creation"}, 12},
+		{func(c *MdtestConfig) { c.Stat = true }, []string{"directory stat", "file stat"}, 12},
+		{func(c *MdtestConfig) { c.Remove = true }, []string{"directory removal", "file removal"}, 0},
+	} {
+		c := cfg
+		step.only(&c)
+		r, err := Mdtest(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(r); !slices.Equal(got, step.want) {
+			t.Fatalf("phases %v, want %v", got, step.want)
+		}
+		if n := left(); n != step.items {
+			t.Fatalf("after %v: %d items in the task directories, want %d", step.want, n, step.items)
+		}
+	}
+}
