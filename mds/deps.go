@@ -35,7 +35,7 @@ func (m *MDT) markFresh(key []byte) {
 // exist as they are.
 func (m *MDT) depKeys(rec *dtx.Record) [][]byte {
 	var out [][]byte
-	for _, u := range rec.Part(uint32(m.cfg.Index)) {
+	for u := range rec.Part(uint32(m.cfg.Index)) {
 		switch u.Kind {
 		case dtx.DeleteDirent:
 			out = append(out, direntKey(u.Parent, u.Name), inodeKey(u.Parent))

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stripefs/stripefs/fsck"
 	"github.com/stripefs/stripefs/layout"
+	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -1000,6 +1001,58 @@ func crashRNG(fifths int) *rand.Rand {
 	for s := uint64(1); ; s++ {
 		if rand.New(rand.NewPCG(s, 0)).IntN(3)*2 == fifths {
 			return rand.New(rand.NewPCG(s, 0))
+		}
+	}
+}
+
+// TestPushAppliesEachRecordOrNone: a participant commits a whole push at
+// once, yet a record of it that fails leaves nothing of itself and stops
+// none of the others, and a record sent twice is applied once.
+func TestPushAppliesEachRecordOrNone(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("push-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	p.mdt[0].grants.pushGate = make(chan struct{}) // no pushes of its own
+	var fids proto.ReserveFIDsReply
+	if err := p.call(1, proto.MReserveFIDs, &proto.ReserveFIDsReq{Kind: proto.FIDPlain, N: 3, Coord: 0}, &fids); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(seq uint64, fid proto.FID, inodeBytes []byte) []byte {
+		return encode(&dtx.Record{ID: dtx.OpID{Coord: 0, Epoch: p.mdt[0].epoch, Seq: 1000 + seq}, Op: "mkdir", Started: now(), Updates: []dtx.Update{
+			{Kind: dtx.CreateInode, MDT: 1, FID: fid, Inode: inodeBytes},
+			{Kind: dtx.InsertDirent, MDT: 0, Parent: proto.RootFID, Name: fmt.Sprint("d", seq), FID: fid, Mode: sIFDIR},
+		}})
+	}
+	dir := func(fid proto.FID) []byte {
+		return encode(&inode{Attr: proto.Attr{FID: fid, Mode: sIFDIR | 0o755, Nlink: 2}, Parent: proto.RootFID})
+	}
+	good0, bad, good2 := fids.FIDs[0], fids.FIDs[1], fids.FIDs[2]
+	req := &proto.TxnApplyBatchReq{Records: [][]byte{
+		rec(0, good0, dir(good0)),
+		rec(1, bad, []byte{0xff}), // an inode that does not decode
+		rec(2, good2, dir(good2)),
+		rec(2, good2, dir(good2)),
+	}}
+	before := p.mdt[1].ctr.dtxPending.Load()
+	if err := p.call(1, proto.MTxnApplyBatch, req, &proto.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		fid  proto.FID
+		want bool
+	}{{good0, true}, {bad, false}, {good2, true}} {
+		if _, err := p.mdt[1].getInode(c.fid); (err == nil) != c.want {
+			t.Errorf("inode %s after the push: %v, want it there: %v", c.fid, err, c.want)
+		}
+	}
+	if n := p.mdt[1].ctr.dtxPending.Load() - before; n != 2 {
+		t.Errorf("%d records held after the push, want 2", n)
+	}
+	for _, c := range []struct {
+		seq  uint64
+		want bool
+	}{{0, true}, {1, false}, {2, true}} {
+		if got := p.mdt[1].hasRecord(dtx.OpID{Coord: 0, Epoch: p.mdt[0].epoch, Seq: 1000 + c.seq}); got != c.want {
+			t.Errorf("record %d held: %v, want %v", c.seq, got, c.want)
 		}
 	}
 }

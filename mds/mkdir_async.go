@@ -131,11 +131,11 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	// The operation's sequence is taken in the same critical section as
 	// its commit: records then reach the log in sequence order, which the
 	// in-order cancel watermarks rely on.
-	rec := &dtx.Record{ID: m.nextOpID(), Op: "mkdir", Started: t, Updates: []dtx.Update{
-		{Kind: dtx.CreateInode, MDT: target, FID: fid, Inode: encode(child)},
-		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: fid, Mode: sIFDIR},
-		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
-	}}
+	rec := &dtx.Record{ID: m.nextOpID(), Op: "mkdir", Started: t, Updates: append(make([]dtx.Update, 0, 4), // and noteCaller's
+		dtx.Update{Kind: dtx.CreateInode, MDT: target, FID: fid, Inode: encode(child)},
+		dtx.Update{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: fid, Mode: sIFDIR},
+		dtx.Update{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
+	)}
 	// What our part needs must be durable before a peer holds the
 	// record (deps.go): for a parent made a moment ago, the push waits
 	// for the next group commit rather than the reply for a sync.

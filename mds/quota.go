@@ -267,6 +267,29 @@ func (m *MDT) addPending(b *pebble.Batch, ow proto.Owner, delta int64) {
 	}
 }
 
+// quotaMerge moves the inode counts pending on from to into, when from's
+// changes are applied to into (pebble.Batch.Apply).
+func (m *MDT) quotaMerge(from, into *pebble.Batch) {
+	q := m.quota
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.pending[from]
+	if p == nil {
+		return
+	}
+	delete(q.pending, from)
+	if to := q.pending[into]; to != nil {
+		for k, d := range p.d {
+			to.d[k] += d
+		}
+		return
+	}
+	q.pending[into] = p
+}
+
 // quotaCommitted is MDT.commit's hook: b's inode counts apply if it
 // committed and are dropped if not.
 func (m *MDT) quotaCommitted(b *pebble.Batch, ok bool) {

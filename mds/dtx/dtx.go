@@ -23,6 +23,7 @@ package dtx
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"slices"
 
 	"github.com/stripefs/stripefs/proto"
@@ -140,15 +141,16 @@ func (r *Record) Participants() []uint32 {
 	return out
 }
 
-// Part returns the updates of one participant.
-func (r *Record) Part(mdt uint32) []Update {
-	var out []Update
-	for _, u := range r.Updates {
-		if u.MDT == mdt {
-			out = append(out, u)
+// Part yields the updates of one participant, in order. It allocates
+// nothing: an MDT walks its part several times for every record.
+func (r *Record) Part(mdt uint32) iter.Seq[Update] {
+	return func(yield func(Update) bool) {
+		for _, u := range r.Updates {
+			if u.MDT == mdt && !yield(u) {
+				return
+			}
 		}
 	}
-	return out
 }
 
 // Validate rejects records no coordinator would write.
@@ -167,7 +169,7 @@ func (r *Record) Validate() error {
 			return fmt.Errorf("dtx: %s: unknown update %q", r.ID, u.Kind)
 		}
 	}
-	if len(r.Part(r.ID.Coord)) == 0 {
+	if !slices.ContainsFunc(r.Updates, func(u Update) bool { return u.MDT == r.ID.Coord }) {
 		return fmt.Errorf("dtx: %s: the coordinator has no part", r.ID)
 	}
 	return nil

@@ -24,7 +24,7 @@ func TestParticipantsCoordinatorLast(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Part(0)) != 2 || len(r.Part(1)) != 1 {
+	if len(slices.Collect(r.Part(0))) != 2 || len(slices.Collect(r.Part(1))) != 1 {
 		t.Fatal("parts split wrong")
 	}
 }
@@ -147,7 +147,7 @@ func TestBuilders(t *testing.T) {
 				t.Fatalf("participants %v", p)
 			}
 			for mdt, want := range tc.want {
-				if got := kinds(r.Part(mdt)); !slices.Equal(got, want) {
+				if got := kinds(slices.Collect(r.Part(mdt))); !slices.Equal(got, want) {
 					t.Errorf("mdt%d: %v, want %v", mdt, got, want)
 				}
 			}
@@ -184,7 +184,7 @@ func TestStripedMkdirRecord(t *testing.T) {
 		t.Fatalf("participants %v, want the stripes' MDTs in order, then the coordinator", got)
 	}
 	for mdt, want := range map[uint32]int{0: 4, 1: 4, 2: 2} {
-		if got := len(r.Part(mdt)); got != want {
+		if got := len(slices.Collect(r.Part(mdt))); got != want {
 			t.Errorf("mdt%d has %d updates, want %d (its inodes with their layouts)", mdt, got, want)
 		}
 	}
