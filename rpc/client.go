@@ -468,10 +468,14 @@ func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 	if len(msg) > MaxMsg || n > MaxBulk {
 		return fmt.Errorf("rpc: request too large (%d+%d bytes)", len(msg), n)
 	}
-	if call.XID == 0 {
+	resent := call.XID != 0
+	if !resent {
 		call.XID = c.xids.Add(1)
 	}
 	h := Header{Kind: KindRequest, Method: call.Method, MsgLen: uint32(len(msg)), BulkLen: uint32(n), XID: call.XID}
+	if resent && call.replayOf == 0 {
+		h.Flags |= FlagResent // a replay says so itself (FlagReplay)
+	}
 	if c.Replay && call.Replay {
 		h.Flags |= FlagKept
 	}

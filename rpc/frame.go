@@ -19,7 +19,7 @@ const (
 	Magic uint32 = 0x53465331 // "SFS1"
 	// Version is the protocol version exchanged at connect. Bump it when a
 	// message layout changes.
-	Version uint32 = 7 // 7: distributed records carry the client request (client_done); 6: fsck repairs carry what the scan saw
+	Version uint32 = 7 // 7: distributed records carry the client request (client_done), FlagResent; 6: fsck repairs carry what the scan saw
 
 	HeaderSize = 56
 	// MaxMsg bounds the message part of a frame.
@@ -49,6 +49,11 @@ const (
 	// change can be made again as it was: a create gets the FID the client
 	// already uses. Only changes without bulk of their own are kept.
 	FlagReplay uint8 = 1 << 1
+	// FlagResent marks a request sent before under the same XID (its
+	// connection broke before the reply came, or it is a replay): only
+	// such a request may already have been done, so a server looks for
+	// it among the requests it did (Lustre's MSG_RESENT) for these alone.
+	FlagResent uint8 = 1 << 2
 )
 
 // Reply status values other than 0 (success) and positive errnos.

@@ -461,3 +461,49 @@ func TestReplayAfterRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestResentFlag: a call sent again under the XID of its first send (a
+// caller's retry after ErrDisconnected, or a replay) reaches the handler
+// marked resent, and a first send does not, over a connection and
+// directly; the server looks for already-done requests among those only.
+func TestResentFlag(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			Shortcut = direct
+			defer func() { Shortcut = false }()
+			s := NewServer("test")
+			var mu sync.Mutex
+			var seen []bool
+			s.Handle(mEcho, func(ctx context.Context, r *Request) (Reply, error) {
+				c, _ := CallerFrom(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				seen = append(seen, c.Resent)
+				return Reply{Msg: &echoResp{}}, nil
+			})
+			l, err := Listen("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go s.Serve(l)
+			defer s.Close()
+			c := NewClient(l.Addr().String(), "t")
+			c.Direct = direct
+			defer c.Close()
+			call := &Call{Method: mEcho, Req: &echoReq{}, Resp: &echoResp{}}
+			for range 2 {
+				if err := c.Do(context.Background(), call); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.Do(context.Background(), &Call{Method: mEcho, Req: &echoReq{}, Resp: &echoResp{}}); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if fmt.Sprint(seen) != "[false true false]" || call.Direct != direct {
+				t.Fatalf("resent as the handler saw it: %v (direct %v)", seen, call.Direct)
+			}
+		})
+	}
+}

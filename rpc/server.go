@@ -62,6 +62,9 @@ type Caller struct {
 	// Kept: the client keeps the change for replay (FlagKept), so the
 	// server must remember it across restarts.
 	Kept bool
+	// Resent: the client sent this request before (FlagResent, or a
+	// replay), so it may already be done.
+	Resent bool
 }
 
 // CallerFrom returns the caller of the request a handler's ctx belongs to.
@@ -362,7 +365,8 @@ func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno ui
 	if h == nil {
 		return Reply{}, 0, fmt.Errorf("%s: method %d: %w", s.Name, req.Method, syscall.ENOSYS)
 	}
-	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0})
+	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0,
+		Resent: req.Flags&(FlagResent|FlagReplay) != 0})
 	ctx = context.WithValue(ctx, transnoKey{}, &transno)
 	defer func() {
 		if p := recover(); p != nil {

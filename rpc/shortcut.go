@@ -226,7 +226,8 @@ func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call
 			bulk = append(bulk, b...)
 		}
 	}
-	if call.XID == 0 {
+	resent := call.XID != 0
+	if !resent {
 		call.XID = c.xids.Add(1)
 	}
 	s.Stats.request(call.Method, int64(len(bulk)))
@@ -236,6 +237,9 @@ func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call
 	req := &Request{Method: call.Method, Msg: msg, Bulk: bulk, Peer: peer, Client: c.UUID, Name: c.Name, XID: call.XID}
 	if c.Replay && call.Replay {
 		req.Flags |= FlagKept
+	}
+	if resent {
+		req.Flags |= FlagResent
 	}
 	dctx := context.WithoutCancel(ctx)
 	if dl, ok := ctx.Deadline(); ok {
