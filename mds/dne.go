@@ -773,6 +773,7 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 	if err := m.commitTxn(b); err != nil {
 		return nil, err
 	}
+	m.recs.keep(rec) // for the sweeper
 	m.ctr.dtxPending.Add(1)
 	res.attrs = append(res.attrs, p.attrs...)
 	res.destroy = append(res.destroy, p.destroy...)
@@ -925,22 +926,30 @@ func (m *MDT) records() []*dtx.Record {
 
 // recordsOf returns the update records this MDT holds whose coordinator
 // is one that want accepts; the others are not decoded.
+// recordsOf returns the records held whose coordinator want accepts, in
+// order. Which exist comes from the index (iterating over the keys
+// walked every cancelled record's tombstone since the last compaction),
+// decoded ones too.
 func (m *MDT) recordsOf(want func(coord uint32) bool) []*dtx.Record {
-	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pTxn}, UpperBound: []byte{pTxn + 1}})
-	if err != nil {
-		return nil
-	}
-	defer it.Close()
-	var out []*dtx.Record
-	for ok := it.First(); ok; ok = it.Next() {
-		if k := it.Key(); len(k) >= 5 && !want(binary.BigEndian.Uint32(k[1:5])) {
+	ids := m.recs.ids(want)
+	out := make([]*dtx.Record, 0, len(ids))
+	for _, id := range ids {
+		if rec := m.recs.record(id); rec != nil {
+			out = append(out, rec)
 			continue
 		}
-		if rec, err := decodeRecord(it.Value()); err == nil {
-			out = append(out, rec)
-		} else {
-			log.Printf("mdt%d: skipping corrupt update record: %v", m.cfg.Index, err)
+		v, closer, err := m.db.Get(txnKey(id))
+		if err != nil {
+			continue // cancelled since the index was read
 		}
+		rec, err := decodeRecord(v)
+		closer.Close()
+		if err != nil {
+			log.Printf("mdt%d: skipping corrupt update record %s: %v", m.cfg.Index, id, err)
+			continue
+		}
+		m.recs.keep(rec)
+		out = append(out, rec)
 	}
 	return out
 }

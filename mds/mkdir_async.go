@@ -149,6 +149,7 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	if err := m.commitTxn(b); err != nil {
 		return nil, err
 	}
+	m.recs.keep(rec) // for the sweeper
 	m.ctr.dtxStarted.Add(1)
 	m.ctr.dtxPending.Add(1)
 	m.grants.async.Add(1)
