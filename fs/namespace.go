@@ -186,10 +186,11 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
 		return nil, nil, err
 	}
-	if !open {
-		return &r.Attr, nil, nil
+	a, err := c.replyAttr(ctx, &r)
+	if err != nil || !open {
+		return a, nil, err
 	}
-	return &r.Attr, c.newFile(&r.Attr, flags), nil
+	return a, c.newFile(a, flags), nil
 }
 
 // Mkdir makes a directory.
@@ -202,6 +203,16 @@ func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uin
 	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who, MDT: -1}, &r)
 	if err != nil {
 		return nil, err
+	}
+	return c.replyAttr(ctx, &r)
+}
+
+// replyAttr is what a create's reply gives, or, for a resend the MDT
+// answered from the entry alone and whose inode is on another MDT (a
+// remote mkdir), what that MDT has.
+func (c *Client) replyAttr(ctx context.Context, r *proto.AttrReply) (*proto.Attr, error) {
+	if r.Remote {
+		return c.Getattr(ctx, r.Attr.FID)
 	}
 	return &r.Attr, nil
 }
@@ -217,7 +228,7 @@ func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string
 	if err != nil {
 		return nil, err
 	}
-	return &r.Attr, nil
+	return c.replyAttr(ctx, &r)
 }
 
 // Readlink returns a symlink's target.

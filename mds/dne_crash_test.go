@@ -992,6 +992,13 @@ func TestResendAfterCoordinatorRedo(t *testing.T) {
 	if again.Attr.FID != first.Attr.FID {
 		t.Fatalf("the resend answered %s, the mkdir made %s", again.Attr.FID, first.Attr.FID)
 	}
+	// The entry is all the coordinator has: the reply says the
+	// attributes are the other MDT's (fs.Mkdir asks there), rather than
+	// passing a mode without permission bits and no links for the new
+	// directory's.
+	if !again.Remote {
+		t.Fatalf("the resend answered attributes of its own for a directory on mdt1: %+v", again.Attr)
+	}
 }
 
 // crashRNG returns an rng under which CrashClone keeps that many fifths
