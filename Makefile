@@ -38,6 +38,7 @@ fuzz:
 	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzServerConn$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./layout -run '^$$' -fuzz '^FuzzECRow$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./proto -run '^$$' -fuzz '^FuzzParseLayout$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./mds/dtx -run '^$$' -fuzz '^FuzzRecordCodec$$' -fuzztime $(FUZZTIME)
 
 bench: build
 	./$(BIN) bench baseline

@@ -42,7 +42,12 @@ type seqState struct {
 // encode starts from room for a whole inode or update record: grown
 // from nothing, the buffer was reallocated about seven times per value,
 // the largest share of what a mkdir allocated.
-func encode(v any) []byte { return wire.Marshal(make([]byte, 0, 512), v) }
+func encode(v any) []byte {
+	if _, ok := v.(wire.Appender); ok {
+		return wire.Marshal(nil, v) // sizes its buffer itself
+	}
+	return wire.Marshal(make([]byte, 0, 512), v)
+}
 
 func (n *inode) isDir() bool { return n.Attr.Mode&sIFMT == sIFDIR }
 
