@@ -39,6 +39,7 @@ fuzz:
 	$(GO) test ./layout -run '^$$' -fuzz '^FuzzECRow$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./proto -run '^$$' -fuzz '^FuzzParseLayout$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./mds/dtx -run '^$$' -fuzz '^FuzzRecordCodec$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./mds -run '^$$' -fuzz '^FuzzInodeCodec$$' -fuzztime $(FUZZTIME)
 
 bench: build
 	./$(BIN) bench baseline

@@ -331,6 +331,25 @@ func (r *Reader) Uint64() uint64 {
 	return 0
 }
 
+func (r *Reader) Uint16() uint16 {
+	if p := r.d.take(2); p != nil {
+		return binary.LittleEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (r *Reader) Bool() bool {
+	p := r.d.take(1)
+	if p == nil {
+		return false
+	}
+	if p[0] > 1 {
+		r.d.err = fmt.Errorf("bad bool %d", p[0])
+		return false
+	}
+	return p[0] == 1
+}
+
 func (r *Reader) Int32() int32 { return int32(r.Uint32()) }
 func (r *Reader) Int64() int64 { return int64(r.Uint64()) }
 
