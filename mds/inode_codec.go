@@ -20,7 +20,7 @@ var le = binary.LittleEndian
 func (n *inode) AppendWire(b []byte) []byte {
 	b = slices.Grow(b, 160+len(n.Target)+4*(len(n.Attr.Layout.OSTs)+len(n.DefLayout.OSTs)))
 	a := &n.Attr
-	b = appendFID(b, a.FID)
+	b = proto.AppendFID(b, a.FID)
 	b = le.AppendUint32(b, a.Mode)
 	b = le.AppendUint32(b, a.Nlink)
 	b = le.AppendUint32(b, a.Uid)
@@ -31,7 +31,7 @@ func (n *inode) AppendWire(b []byte) []byte {
 	b = le.AppendUint64(b, uint64(a.Mtime))
 	b = le.AppendUint64(b, uint64(a.Ctime))
 	b = appendLayout(b, &a.Layout)
-	b = appendFID(b, n.Parent)
+	b = proto.AppendFID(b, n.Parent)
 	b = wire.AppendString(b, n.Target)
 	b = appendLayout(b, &n.DefLayout)
 	if n.DefDir.Set {
@@ -41,12 +41,6 @@ func (n *inode) AppendWire(b []byte) []byte {
 	}
 	b = le.AppendUint32(b, uint32(n.DefDir.Index))
 	return le.AppendUint32(b, n.DefDir.Count)
-}
-
-func appendFID(b []byte, f proto.FID) []byte {
-	b = le.AppendUint64(b, f.Seq)
-	b = le.AppendUint32(b, f.Oid)
-	return le.AppendUint32(b, f.Ver)
 }
 
 func appendLayout(b []byte, l *proto.Layout) []byte {
@@ -64,7 +58,7 @@ func appendLayout(b []byte, l *proto.Layout) []byte {
 // UnmarshalWire implements wire.Unmarshaler.
 func (n *inode) UnmarshalWire(w *wire.Reader) {
 	a := &n.Attr
-	a.FID = readFID(w)
+	a.FID = proto.ReadFID(w)
 	a.Mode = w.Uint32()
 	a.Nlink = w.Uint32()
 	a.Uid = w.Uint32()
@@ -75,14 +69,10 @@ func (n *inode) UnmarshalWire(w *wire.Reader) {
 	a.Mtime = w.Int64()
 	a.Ctime = w.Int64()
 	readLayout(w, &a.Layout)
-	n.Parent = readFID(w)
+	n.Parent = proto.ReadFID(w)
 	n.Target = w.String()
 	readLayout(w, &n.DefLayout)
 	n.DefDir = DirLayout{Set: w.Bool(), Index: w.Int32(), Count: w.Uint32()}
-}
-
-func readFID(w *wire.Reader) proto.FID {
-	return proto.FID{Seq: w.Uint64(), Oid: w.Uint32(), Ver: w.Uint32()}
 }
 
 func readLayout(w *wire.Reader, l *proto.Layout) {

@@ -58,9 +58,13 @@ func reserveShortcut(addr string) *shortcutListener {
 	if shortcuts.m[addr] != nil {
 		return nil
 	}
-	sl := &shortcutListener{addr: addr, conns: make(chan net.Conn), errs: make(chan error, 1), done: make(chan struct{})}
+	sl := newShortcut(addr)
 	shortcuts.m[addr] = sl
 	return sl
+}
+
+func newShortcut(addr string) *shortcutListener {
+	return &shortcutListener{addr: addr, conns: make(chan net.Conn), errs: make(chan error, 1), done: make(chan struct{})}
 }
 
 // start makes sl accept from l, its socket, too.

@@ -70,7 +70,7 @@ func Listen(addr string) (net.Listener, error) {
 	if sl != nil {
 		sl.Close() // addr was a name the socket reports otherwise
 	}
-	sl = &shortcutListener{addr: l.Addr().String(), conns: make(chan net.Conn), errs: make(chan error, 1), done: make(chan struct{})}
+	sl = newShortcut(l.Addr().String())
 	shortcuts.Lock()
 	shortcuts.m[sl.addr] = sl
 	shortcuts.Unlock()

@@ -34,8 +34,8 @@ func (r *Record) AppendWire(b []byte) []byte {
 		u := &r.Updates[i]
 		b = wire.AppendString(b, u.Kind)
 		b = le.AppendUint32(b, u.MDT)
-		b = appendFID(b, u.FID)
-		b = appendFID(b, u.Parent)
+		b = proto.AppendFID(b, u.FID)
+		b = proto.AppendFID(b, u.Parent)
 		b = wire.AppendString(b, u.Name)
 		b = le.AppendUint32(b, u.Mode)
 		b = le.AppendUint32(b, uint32(u.Delta))
@@ -43,12 +43,6 @@ func (r *Record) AppendWire(b []byte) []byte {
 		b = wire.AppendBytes(b, u.Inode)
 	}
 	return b
-}
-
-func appendFID(b []byte, f proto.FID) []byte {
-	b = le.AppendUint64(b, f.Seq)
-	b = le.AppendUint32(b, f.Oid)
-	return le.AppendUint32(b, f.Ver)
 }
 
 // UnmarshalWire implements wire.Unmarshaler.
@@ -63,8 +57,8 @@ func (r *Record) UnmarshalWire(w *wire.Reader) {
 			u := &r.Updates[i]
 			u.Kind = kind(w.Raw())
 			u.MDT = w.Uint32()
-			u.FID = readFID(w)
-			u.Parent = readFID(w)
+			u.FID = proto.ReadFID(w)
+			u.Parent = proto.ReadFID(w)
 			u.Name = w.String()
 			u.Mode = w.Uint32()
 			u.Delta = w.Int32()
@@ -72,10 +66,6 @@ func (r *Record) UnmarshalWire(w *wire.Reader) {
 			u.Inode = w.Bytes()
 		}
 	}
-}
-
-func readFID(w *wire.Reader) proto.FID {
-	return proto.FID{Seq: w.Uint64(), Oid: w.Uint32(), Ver: w.Uint32()}
 }
 
 // kind returns the constant for a known update kind, so that decoding
