@@ -741,7 +741,8 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 		if err != nil {
 			return nil, err
 		}
-		r, err := m.applyRemote(ctx, c, rec, check)
+		// A participant recognises a part it already applied by the record.
+		r, err := invokePeer[proto.TxnApplyReply](ctx, c, proto.MTxnApply, &proto.TxnApplyReq{RecordBytes: encode(rec), Check: check})
 		if err != nil {
 			var errno syscall.Errno
 			if errors.As(err, &errno) {
@@ -780,20 +781,29 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 	return res, nil
 }
 
-// applyRemote sends a participant its part, resending while the
-// participant restarts: it recognises a part it already applied by the
-// record, so a resend never applies twice.
-func (m *MDT) applyRemote(ctx context.Context, c *rpc.Client, rec *dtx.Record, check string) (*proto.TxnApplyReply, error) {
-	call := &rpc.Call{Method: proto.MTxnApply, Req: &proto.TxnApplyReq{RecordBytes: encode(rec), Check: check}}
+// invokePeer is rpc.Invoke for a call to another MDT, sent again under
+// the same XID while the connection breaks before the reply (the peer
+// restarting), for up to the client's RetryFor: a peer's restart then
+// costs a client's request a wait, not EIO. Only for methods a peer may
+// receive twice: reads, and changes it recognises or that waste nothing
+// but a reservation.
+func invokePeer[Resp any](ctx context.Context, c *rpc.Client, method uint16, req any) (*Resp, error) {
+	resp := new(Resp)
+	call := &rpc.Call{Method: method, Req: req, Resp: resp}
 	deadline := time.Now().Add(c.RetryFor)
 	for {
-		r := new(proto.TxnApplyReply)
-		call.Resp = r
 		err := c.Do(ctx, call)
-		if err == nil || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
-			return r, err
+		if err == nil {
+			return resp, nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		if !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 

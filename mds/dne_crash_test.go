@@ -1063,3 +1063,34 @@ func TestPushAppliesEachRecordOrNone(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerRestartDuringReservation: a remote mkdir whose coordinator is
+// reserving FIDs on the other MDT when that MDT restarts (the connection
+// breaks with the request in flight) waits for it and succeeds, as the
+// client's own requests do, rather than failing with EIO.
+func TestPeerRestartDuringReservation(t *testing.T) {
+	p := newPair(t, fmt.Sprintf("peer-restart-%d", time.Now().UnixNano()))
+	defer func() { p.close(1); p.close(0) }()
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	p.mdt[1].Srv.Wrap(proto.MReserveFIDs, func(next rpc.Handler) rpc.Handler {
+		return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+			entered <- struct{}{}
+			<-gate
+			return next(ctx, r)
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		done <- p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &proto.AttrReply{})
+	}()
+	<-entered // the first block of mdt1's FIDs is being reserved
+	time.AfterFunc(50*time.Millisecond, func() { close(gate) })
+	p.close(1)
+	p.open(1)
+	if err := <-done; err != nil {
+		t.Fatalf("mkdir across a restart of the other MDT: %v", err)
+	}
+	if _, err := p.lookup(proto.RootFID, "d"); err != nil {
+		t.Fatal(err)
+	}
+}

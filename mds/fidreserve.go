@@ -196,7 +196,8 @@ func (m *MDT) reserveBlock(ctx context.Context, k poolKey) ([]proto.FID, error) 
 		if err != nil {
 			return nil, err
 		}
-		r, err := rpc.Invoke[proto.ReserveFIDsReply](ctx, c, proto.MReserveFIDs, &proto.ReserveFIDsReq{Kind: k.kind, N: fidBlock(k.kind), Coord: self})
+		// Sent again if the reply is lost, a block is wasted, not reused.
+		r, err := invokePeer[proto.ReserveFIDsReply](ctx, c, proto.MReserveFIDs, &proto.ReserveFIDsReq{Kind: k.kind, N: fidBlock(k.kind), Coord: self})
 		if err != nil {
 			return nil, fmt.Errorf("mdt%d: reserve FIDs on mdt%d: %w", m.cfg.Index, k.mdt, err)
 		}

@@ -308,18 +308,8 @@ func (m *MDT) pushBatch(ctx context.Context, target uint32, batch []*dtx.Record)
 	for i, rec := range batch {
 		req.Records[i] = encode(rec)
 	}
-	deadline := time.Now().Add(c.RetryFor)
-	for {
-		_, err := rpc.Invoke[proto.Empty](ctx, c, proto.MTxnApplyBatch, req)
-		if err == nil || !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	_, err = invokePeer[proto.Empty](ctx, c, proto.MTxnApplyBatch, req)
+	return err
 }
 
 // txnPull answers a participant that was asked about a FID before this
@@ -390,7 +380,7 @@ func (m *MDT) pull(ctx context.Context, coord uint32, f proto.FID) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	rep, err := rpc.Invoke[proto.TxnPullReply](ctx, c, proto.MTxnPull, &proto.TxnPullReq{FID: f})
+	rep, err := invokePeer[proto.TxnPullReply](ctx, c, proto.MTxnPull, &proto.TxnPullReq{FID: f})
 	if err != nil || len(rep.RecordBytes) == 0 {
 		return false, err
 	}

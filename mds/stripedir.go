@@ -82,7 +82,7 @@ func (m *MDT) fetchLMV(ctx context.Context, master proto.FID) (*proto.LMV, error
 	if err != nil {
 		return nil, err
 	}
-	r, err := rpc.Invoke[proto.XattrReply](ctx, c, proto.MGetxattr, &proto.XattrReq{FID: master, Name: proto.LMVXattr})
+	r, err := invokePeer[proto.XattrReply](ctx, c, proto.MGetxattr, &proto.XattrReq{FID: master, Name: proto.LMVXattr})
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: layout of %s: %w", m.cfg.Index, master, err)
 	}
@@ -184,7 +184,7 @@ func (m *MDT) freezeOn(ctx context.Context, mdt uint32, fids []proto.FID, freeze
 	if err != nil {
 		return err
 	}
-	_, err = rpc.Invoke[proto.Empty](ctx, c, proto.MStripeFreeze, &proto.StripeFreezeReq{FIDs: fids, Freeze: freeze})
+	_, err = invokePeer[proto.Empty](ctx, c, proto.MStripeFreeze, &proto.StripeFreezeReq{FIDs: fids, Freeze: freeze})
 	return err
 }
 

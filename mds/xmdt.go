@@ -8,7 +8,6 @@ import (
 
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/rpc"
 )
 
 // Rename, link and unlink across MDTs, as distributed operations (see
@@ -27,7 +26,7 @@ func (m *MDT) peerLookup(ctx context.Context, dir proto.FID, name string) (*prot
 	if err != nil {
 		return nil, err
 	}
-	return rpc.Invoke[proto.AttrReply](ctx, c, proto.MLookup, &proto.LookupReq{Parent: dir, Name: name})
+	return invokePeer[proto.AttrReply](ctx, c, proto.MLookup, &proto.LookupReq{Parent: dir, Name: name})
 }
 
 // isAncestorAnywhere is isAncestor for a tree spread over MDTs: the ".."
