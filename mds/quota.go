@@ -569,7 +569,7 @@ type rpcMaster struct{ c *rpc.Client }
 func (r rpcMaster) QuotaLimits(ctx context.Context) ([]proto.QuotaLimit, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rep, err := rpc.Invoke[proto.QuotaLimitsReply](ctx, r.c, proto.MQuotaLimits, &proto.Empty{})
+	rep, err := invokePeer[proto.QuotaLimitsReply](ctx, r.c, proto.MQuotaLimits, &proto.Empty{})
 	if err != nil {
 		return nil, err
 	}
@@ -579,5 +579,5 @@ func (r rpcMaster) QuotaLimits(ctx context.Context) ([]proto.QuotaLimit, error) 
 func (r rpcMaster) QuotaAcquire(ctx context.Context, req *proto.QuotaAcquireReq) (*proto.QuotaAcquireReply, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return rpc.Invoke[proto.QuotaAcquireReply](ctx, r.c, proto.MQuotaAcquire, req)
+	return invokePeer[proto.QuotaAcquireReply](ctx, r.c, proto.MQuotaAcquire, req) // it sets an allowance: twice is once
 }
