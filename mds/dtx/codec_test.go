@@ -1,13 +1,12 @@
 package dtx
 
 import (
-	"bytes"
 	"math/rand/v2"
-	"reflect"
 	"testing"
 
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/wire"
+	"github.com/stripefs/stripefs/wire/wiretest"
 )
 
 // reflected is Record without its codec: wire encodes it by reflection.
@@ -40,30 +39,8 @@ func randomRecord(rng *rand.Rand) *Record {
 func TestCodecMatchesReflection(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 2000; i++ {
-		r := randomRecord(rng)
-		fast := wire.Marshal(nil, r)
-		slow := wire.Marshal(nil, (*reflected)(r))
-		if !bytes.Equal(fast, slow) {
-			t.Fatalf("record %d: encodings differ\n fast %x\n slow %x", i, fast, slow)
-		}
-		inputs := [][]byte{fast, fast[:rng.IntN(len(fast)+1)], append(bytes.Clone(fast), 0)}
-		bad := bytes.Clone(fast)
-		bad[rng.IntN(len(bad))] ^= byte(1 + rng.IntN(255))
-		inputs = append(inputs, bad)
-		for _, in := range inputs {
-			var a Record
-			var b reflected
-			errA, errB := wire.Unmarshal(in, &a), wire.Unmarshal(in, &b)
-			if (errA == nil) != (errB == nil) {
-				t.Fatalf("record %d: codec says %v, reflection %v, on %x", i, errA, errB, in)
-			}
-			if errA == nil && !reflect.DeepEqual(a, Record(b)) {
-				t.Fatalf("record %d: decodings differ\n %+v\n %+v", i, a, Record(b))
-			}
-		}
-		var back Record
-		if err := wire.Unmarshal(fast, &back); err != nil || !reflect.DeepEqual(&back, r) {
-			t.Fatalf("record %d: round trip: %v\n %+v\n %+v", i, err, &back, r)
+		if err := wiretest.Same(rng, randomRecord(rng), (*reflected)(nil)); err != nil {
+			t.Fatalf("record %d: %v", i, err)
 		}
 	}
 }
@@ -103,14 +80,8 @@ func FuzzRecordCodec(f *testing.F) {
 		f.Add(wire.Marshal(nil, randomRecord(rng)))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		var a Record
-		var b reflected
-		errA, errB := wire.Unmarshal(in, &a), wire.Unmarshal(in, &b)
-		if (errA == nil) != (errB == nil) {
-			t.Fatalf("codec says %v, reflection %v", errA, errB)
-		}
-		if errA == nil && !reflect.DeepEqual(a, Record(b)) {
-			t.Fatalf("decodings differ\n %+v\n %+v", a, Record(b))
+		if err := wiretest.SameDecoding(in, (*Record)(nil), (*reflected)(nil)); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
