@@ -360,8 +360,11 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool, kno
 				p.destroy = append(p.destroy, n.Attr)
 			}
 		case dtx.ClientDone:
-			xid, _ := dtx.DoneXID(u)
-			b.Set(doneKey(rpc.Caller{Client: u.Name, XID: xid}), binary.BigEndian.AppendUint64(nil, uint64(u.Time)), nil)
+			// The first application's batch has it already (newBatch).
+			if redo {
+				xid, _ := dtx.DoneXID(u)
+				b.Set(doneKey(rpc.Caller{Client: u.Name, XID: xid}), binary.BigEndian.AppendUint64(nil, uint64(u.Time)), nil)
+			}
 		case dtx.SetParent:
 			n, err := p.inode(u.FID)
 			if err == nil && !n.isDir() {
