@@ -39,6 +39,14 @@ const (
 	// pushQueue bounds the records waiting to be pushed to one
 	// participant: a coordinator that runs that far ahead of it waits.
 	pushQueue = 4096
+	// pushLinger is how long a pusher waits for more records after the
+	// first: in a storm each push then carries tens of records rather than
+	// the one or two that arrived while the last was applied, and the
+	// participant's lock, commit and round trip are paid per tens. It is
+	// short against how soon a client looks for the new directory on its
+	// MDT, and a pull (txnPull) covers the client that is faster still;
+	// flushPushes cuts it short for an operation that needs the part.
+	pushLinger = 2 * time.Millisecond
 )
 
 // grants is an MDT's side of the asynchronous remote mkdir.
@@ -168,6 +176,7 @@ type pushed struct {
 // pushQ is one participant's queue of parts to push.
 type pushQ struct {
 	q               chan pushed
+	flush           chan struct{} // ends the pusher's linger (flushPushes)
 	queued, settled atomic.Uint64 // parts queued; parts whose push is over (sent, or failed and left to the sweeper)
 }
 
@@ -177,7 +186,7 @@ func (m *MDT) pushQueue(target uint32) *pushQ {
 	defer g.pushMu.Unlock()
 	pq := g.pushers[target]
 	if pq == nil {
-		pq = &pushQ{q: make(chan pushed, pushQueue)}
+		pq = &pushQ{q: make(chan pushed, pushQueue), flush: make(chan struct{}, 1)}
 		g.pushers[target] = pq
 		go m.pusher(target, pq)
 	}
@@ -208,6 +217,10 @@ func (m *MDT) flushPushes(ctx context.Context, target uint32) error {
 	}
 	want := pq.queued.Load()
 	for pq.settled.Load() < want {
+		select {
+		case pq.flush <- struct{}{}:
+		default:
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -243,6 +256,8 @@ func (m *MDT) flushAllPushes(ctx context.Context) error {
 func (m *MDT) pusher(target uint32, pq *pushQ) {
 	ctx, cancel := m.untilStop(context.Background())
 	defer cancel()
+	linger := time.NewTimer(pushLinger)
+	linger.Stop()
 	for {
 		var batch []*dtx.Record
 		var gen uint64
@@ -256,6 +271,17 @@ func (m *MDT) pusher(target uint32, pq *pushQ) {
 		select {
 		case p := <-pq.q:
 			add(p)
+		case <-m.stop:
+			return
+		}
+		// The linger does not wait on the queue: a coordinator's send to
+		// a pusher parked on it would wake it, a futex call on the
+		// reply path of every remote mkdir.
+		linger.Reset(pushLinger)
+		select {
+		case <-linger.C:
+		case <-pq.flush:
+			linger.Stop()
 		case <-m.stop:
 			return
 		}
