@@ -162,6 +162,9 @@ type part struct {
 	// destroyed now (their last link went and nobody has them open).
 	attrs   []proto.Attr
 	destroy []proto.Attr
+	// logged is rec as this part put it in the log: a coordinator pushes
+	// these bytes rather than encoding rec again.
+	logged []byte
 }
 
 func (p *part) inode(f proto.FID) (*inode, error) {
@@ -224,8 +227,9 @@ func (p *part) setDirent(dir proto.FID, name string, d *dirent) {
 // no longer empty is not removed (fsck then finds it unnamed).
 //
 // known are inodes the caller read under the hold of m.mu it still has:
-// the part starts from them instead of reading them again.
-func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool, known ...*inode) (*part, error) {
+// the part starts from them instead of reading them again. raw, if the
+// caller has it, is rec's encoding (as received and not changed since).
+func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, raw []byte, redo, strict bool, known ...*inode) (*part, error) {
 	p := &part{m: m, b: b, rec: rec, inodes: map[proto.FID]*inode{}, dirents: map[string]*dirent{}}
 	for _, n := range known {
 		p.inodes[n.Attr.FID] = n
@@ -382,7 +386,11 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, redo, strict bool, kno
 			p.putInode(n)
 		}
 	}
-	b.Set(txnKey(rec.ID), encode(rec), nil)
+	if raw == nil {
+		raw = encode(rec)
+	}
+	p.logged = raw
+	b.Set(txnKey(rec.ID), raw, nil)
 	return p, nil
 }
 
@@ -417,13 +425,15 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	reply, err := m.applyRecordLocked(rec, r.Check)
+	reply, err := m.applyRecordLocked(rec, r.RecordBytes, r.Check)
 	if err != nil {
 		return nil, err
 	}
 	// The coordinator takes the record back as this MDT completed it
 	// (the FIDs it allocated, the types it knows).
-	reply.RecordBytes = encode(rec)
+	if reply.RecordBytes == nil {
+		reply.RecordBytes = encode(rec)
+	}
 	return reply, nil
 }
 
@@ -450,13 +460,13 @@ func (m *MDT) txnApplyBatch(ctx context.Context, r *proto.TxnApplyBatchReq) (any
 	all := m.db.NewBatchWithSize(len(r.Records) * 1024)
 	seen := make(map[dtx.OpID]bool, len(recs)) // not in the index before the commit
 	n := 0
-	for _, rec := range recs {
+	for i, rec := range recs {
 		if seen[rec.ID] {
 			continue
 		}
 		seen[rec.ID] = true
 		b := m.db.NewBatch()
-		if _, err := m.applyRecordTo(b, rec, ""); err != nil {
+		if _, err := m.applyRecordTo(b, rec, r.Records[i], ""); err != nil {
 			log.Printf("mdt%d: %s %s pushed by mdt%d: %v (its sweeper redoes it)", m.cfg.Index, rec.Op, rec.ID, rec.ID.Coord, err)
 			continue
 		}
@@ -487,9 +497,9 @@ func (m *MDT) txnApplyBatch(ctx context.Context, r *proto.TxnApplyBatchReq) (any
 // applyRecordLocked applies this MDT's part of rec, first checking
 // precondition check if any, and completes rec with what only this MDT
 // knows; m.mu is held.
-func (m *MDT) applyRecordLocked(rec *dtx.Record, check string) (*proto.TxnApplyReply, error) {
+func (m *MDT) applyRecordLocked(rec *dtx.Record, raw []byte, check string) (*proto.TxnApplyReply, error) {
 	b := m.db.NewBatch()
-	reply, err := m.applyRecordTo(b, rec, check)
+	reply, err := m.applyRecordTo(b, rec, raw, check)
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +516,8 @@ func (m *MDT) applyRecordLocked(rec *dtx.Record, check string) (*proto.TxnApplyR
 
 // applyRecordTo is applyRecordLocked up to the commit of b, which it
 // leaves empty when rec was applied here before, and discards on error.
-func (m *MDT) applyRecordTo(b *pebble.Batch, rec *dtx.Record, check string) (*proto.TxnApplyReply, error) {
+// raw is rec as received.
+func (m *MDT) applyRecordTo(b *pebble.Batch, rec *dtx.Record, raw []byte, check string) (*proto.TxnApplyReply, error) {
 	var err error
 	if m.applied(rec.ID) {
 		// A resend, or a background push that the sweeper's redo (and
@@ -545,6 +556,7 @@ func (m *MDT) applyRecordTo(b *pebble.Batch, rec *dtx.Record, check string) (*pr
 					return nil, err
 				}
 				u.Inode = encode(n)
+				raw = nil // rec now says what only this MDT knew
 			}
 			u.FID = n.Attr.FID
 			for j := range rec.Updates {
@@ -566,6 +578,7 @@ func (m *MDT) applyRecordTo(b *pebble.Batch, rec *dtx.Record, check string) (*pr
 			for j := range rec.Updates {
 				if w := &rec.Updates[j]; w.Kind == dtx.InsertDirent && w.FID == u.FID && w.Mode == 0 {
 					w.Mode = n.Attr.Mode & sIFMT
+					raw = nil
 				}
 			}
 		}
@@ -576,11 +589,12 @@ func (m *MDT) applyRecordTo(b *pebble.Batch, rec *dtx.Record, check string) (*pr
 			return nil, err
 		}
 	}
-	p, err := m.applyPart(b, rec, false, check != "")
+	p, err := m.applyPart(b, rec, raw, false, check != "")
 	if err != nil {
 		m.discard(b)
 		return nil, err
 	}
+	reply.RecordBytes = p.logged
 	if reply.Attr.FID.IsZero() && len(p.attrs) > 0 {
 		reply.Attr = p.attrs[0]
 	}
@@ -638,7 +652,7 @@ func (m *MDT) txnRedo(ctx context.Context, r *proto.TxnRedoReq) (any, error) {
 		return nil, fmt.Errorf("mdt%d: redo %s: still running here: %w", m.cfg.Index, rec.ID, syscall.EAGAIN)
 	}
 	b := m.db.NewBatch()
-	if _, err := m.applyPart(b, rec, true, false); err != nil {
+	if _, err := m.applyPart(b, rec, r.RecordBytes, true, false); err != nil {
 		m.discard(b)
 		return nil, err
 	}
@@ -769,7 +783,7 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 		return res, nil // a participant's recovery already redid our part
 	}
 	b := m.newBatch(ctx)
-	p, err := m.applyPart(b, rec, false, false)
+	p, err := m.applyPart(b, rec, nil, false, false)
 	if err != nil {
 		m.discard(b)
 		return nil, err
@@ -1172,7 +1186,7 @@ func (m *MDT) recoverFromPeers() {
 			continue
 		}
 		b := m.db.NewBatch()
-		if _, err := m.applyPart(b, rec, true, false); err != nil {
+		if _, err := m.applyPart(b, rec, nil, true, false); err != nil {
 			m.discard(b)
 			log.Printf("mdt%d: recovery: %s %s: %v", m.cfg.Index, rec.Op, rec.ID, err)
 			continue

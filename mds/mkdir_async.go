@@ -150,7 +150,8 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	noteCaller(ctx, rec)
 	gen, wait := m.durableAfter(rec)
 	b := m.newBatch(ctx)
-	if _, err := m.applyPart(b, rec, false, false, known...); err != nil {
+	p, err := m.applyPart(b, rec, nil, false, false, known...)
+	if err != nil {
 		m.discard(b)
 		return nil, err
 	}
@@ -161,14 +162,14 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	m.ctr.dtxStarted.Add(1)
 	m.ctr.dtxPending.Add(1)
 	m.grants.async.Add(1)
-	m.push(target, pushed{rec, gen, wait})
+	m.push(target, pushed{p.logged, gen, wait})
 	return &proto.AttrReply{Attr: child.Attr}, nil
 }
 
 // pushed is a record waiting for its push; with wait, not before the
 // WAL sync of generation gen (durableAfter).
 type pushed struct {
-	rec  *dtx.Record
+	raw  []byte // the record as logged
 	gen  uint64
 	wait bool
 }
@@ -259,11 +260,11 @@ func (m *MDT) pusher(target uint32, pq *pushQ) {
 	linger := time.NewTimer(pushLinger)
 	linger.Stop()
 	for {
-		var batch []*dtx.Record
+		var batch [][]byte
 		var gen uint64
 		wait := false
 		add := func(p pushed) {
-			batch = append(batch, p.rec)
+			batch = append(batch, p.raw)
 			if p.wait {
 				gen, wait = max(gen, p.gen), true
 			}
@@ -325,16 +326,12 @@ func (m *MDT) waitDurable(gen uint64) bool {
 }
 
 // pushBatch sends one batch, again while the participant restarts.
-func (m *MDT) pushBatch(ctx context.Context, target uint32, batch []*dtx.Record) error {
+func (m *MDT) pushBatch(ctx context.Context, target uint32, batch [][]byte) error {
 	c, err := m.peer(ctx, target)
 	if err != nil {
 		return err
 	}
-	req := &proto.TxnApplyBatchReq{Records: make([][]byte, len(batch))}
-	for i, rec := range batch {
-		req.Records[i] = encode(rec)
-	}
-	_, err = invokePeer[proto.Empty](ctx, c, proto.MTxnApplyBatch, req)
+	_, err = invokePeer[proto.Empty](ctx, c, proto.MTxnApplyBatch, &proto.TxnApplyBatchReq{Records: batch})
 	return err
 }
 
