@@ -7,7 +7,7 @@ FUZZTIME ?= 100000x
 # Packages whose state is shared between goroutines: tested with -race.
 RACE_PKGS := ./wire/... ./rpc/... ./layout/... ./proto/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/...
 
-.PHONY: build run test test-unit test-e2e fuzz lint bench install clean
+.PHONY: build run test test-unit test-e2e fuzz lint bench bench-dne install clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/stripefs
@@ -43,6 +43,12 @@ fuzz:
 
 bench: build
 	./$(BIN) bench baseline
+
+# The distributed-namespace targets with each MDT in a server process of
+# its own (bench/scripts/dne-servers.sh); `stripefs bench dne --mount MNT`
+# measures a mount of `make run` the same way.
+bench-dne: build
+	STRIPEFS=./$(BIN) bench/scripts/dne-servers.sh
 
 install: build
 	install -m 0755 $(BIN) /usr/local/bin/stripefs
