@@ -163,7 +163,11 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	m.ctr.dtxPending.Add(1)
 	m.grants.async.Add(1)
 	m.push(target, pushed{p.logged, gen, wait})
-	return &proto.AttrReply{Attr: child.Attr}, nil
+	reply := &proto.AttrReply{Attr: child.Attr}
+	if d := p.inodes[r.Parent]; d != nil {
+		reply.Parent = d.Attr // as our part's ParentLink left it
+	}
+	return reply, nil
 }
 
 // pushed is a record waiting for its push; with wait, not before the

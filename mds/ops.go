@@ -265,7 +265,7 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 	if r.Open {
 		m.opens[n.Attr.FID]++
 	}
-	return &proto.AttrReply{Attr: n.Attr}, nil
+	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr}, nil
 }
 
 // layoutFits reports whether l, a layout this MDT gave out before a
@@ -369,7 +369,7 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 	if err := m.commit(b, false); err != nil {
 		return nil, err
 	}
-	return &proto.AttrReply{Attr: n.Attr}, nil
+	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr}, nil
 }
 
 func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
@@ -399,7 +399,7 @@ func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 	if err := m.commit(b, false); err != nil {
 		return nil, err
 	}
-	return &proto.AttrReply{Attr: n.Attr}, nil
+	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr}, nil
 }
 
 func (m *MDT) readlink(ctx context.Context, r *proto.GetattrReq) (any, error) {
@@ -497,7 +497,7 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err := m.commit(b, false); err != nil {
 		return nil, err
 	}
-	return &proto.UnlinkReply{Attr: n.Attr, Destroy: destroy}, nil
+	return &proto.UnlinkReply{Attr: n.Attr, Destroy: destroy, Parent: dir.Attr}, nil
 }
 
 // checkRemovable applies unlink/rmdir's type rules and rmdir's emptiness.

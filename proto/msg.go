@@ -118,6 +118,11 @@ type GetattrReq struct{ FID FID }
 type AttrReply struct {
 	Attr   Attr
 	Remote bool
+	// Parent is the directory an entry was made in, as the change left it
+	// (zero FID: not given). The kernel drops a directory's attributes
+	// when an entry comes or goes in it, and asks for them again before
+	// the next lookup there; the client answers that from this.
+	Parent Attr
 }
 
 // Setattr valid bits.
@@ -187,6 +192,7 @@ type UnlinkReq struct {
 type UnlinkReply struct {
 	Attr    Attr
 	Destroy bool
+	Parent  Attr // as AttrReply's
 }
 
 // Rename flags, as renameat2.
