@@ -96,6 +96,8 @@ type Client struct {
 
 	lmvMu sync.Mutex
 	lmvs  map[proto.FID]*proto.LMV // layouts of striped directories (stripedir.go)
+
+	dirs dirAttrs // directories as this client's last change left them
 }
 
 // Connect reads the cluster map from the MGS and returns a client.
@@ -302,12 +304,42 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 		return err
 	}
 	call := &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]}
+	switch {
+	case method == proto.MRename:
+		defer c.dirs.changingAll()()
+	case changes[method] && method != proto.MOpen && method != proto.MClose && !fid.IsStripedDir() && !fid.IsDirStripe():
+		// A striped directory's attributes are its stripes' merged:
+		// no one reply gives them.
+		done := c.dirs.changing(fid)
+		defer func() { done(changedDir(resp, err)) }()
+	}
 	err = c.call(ctx, r, call)
 	if call.Direct {
 		c.counters.directMDTCalls.Add(1)
 	}
 	return err
 }
+
+// changedDir is what a change's reply says its directory became.
+func changedDir(resp any, err error) *proto.Attr {
+	var a *proto.Attr
+	switch r := resp.(type) {
+	case *proto.AttrReply:
+		a = &r.Parent
+	case *proto.UnlinkReply:
+		a = &r.Parent
+	}
+	if err != nil || a == nil || a.FID.IsZero() {
+		return nil
+	}
+	return a
+}
+
+// KeepDirAttrs lets a directory's attributes, as given by the reply to
+// this client's change in it, answer the next Getattr of it once within
+// ttl (zero: never). FUSE asks for them after every such change
+// (dirattrs.go); ttl is the mount's attribute timeout.
+func (c *Client) KeepDirAttrs(ttl time.Duration) { c.dirs.keep(ttl) }
 
 // changes are the MDT methods a client replays if the MDT restarts before
 // committing them.

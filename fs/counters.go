@@ -16,6 +16,7 @@ type counters struct {
 	localReads           atomic.Int64 // reads lent from an OST's object file in this process (view.go)
 	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.Client.Direct)
 	directMDTCalls       atomic.Int64 // metadata calls an MDT in this process ran in the caller's goroutine
+	dirAttrHits          atomic.Int64 // getattrs of a directory answered from this client's change in it (dirattrs.go)
 	peakDirty            atomic.Int64
 }
 
@@ -44,6 +45,7 @@ func (c *Client) Counters() []Counter {
 		{"local_reads", c.counters.localReads.Load()},
 		{"direct_writes", c.counters.directWrites.Load()},
 		{"direct_mdt_calls", c.counters.directMDTCalls.Load()},
+		{"dir_attr_hits", c.counters.dirAttrHits.Load()},
 		{"grant_bytes", c.grantBytes()},
 	}
 }

@@ -55,6 +55,10 @@ func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error
 		}
 		return a, nil
 	}
+	if a, ok := c.dirs.take(fid); ok {
+		c.counters.dirAttrHits.Add(1)
+		return &a, nil
+	}
 	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
 		return nil, err
 	}

@@ -39,8 +39,11 @@ type FS struct {
 	nextFh  atomic.Uint64
 }
 
-// New returns the FUSE mapping of c.
+// New returns the FUSE mapping of c. The kernel asks for a directory's
+// attributes after each change in it: c answers from the change's reply
+// for as long as the kernel would have kept them (fs.Client.KeepDirAttrs).
 func New(c *fs.Client, opts Options) *FS {
+	c.KeepDirAttrs(opts.AttrTimeout)
 	return &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), c: c, opts: opts, handles: map[uint64]any{}}
 }
 

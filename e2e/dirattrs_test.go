@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func statT(t *testing.T, path string) syscall.Stat_t {
+	t.Helper()
+	var st syscall.Stat_t
+	must(t, syscall.Stat(path, &st))
+	return st
+}
+
+// TestDirAttrsAfterChange: the kernel asks again for a directory's
+// attributes after every entry made or removed in it, and the client
+// answers from the change's own reply rather than the MDT. What stat
+// shows must be what the MDT has: link counts and times that moved with
+// each change, a chmod made meanwhile, a rename's ctime, and another
+// client's change once the attribute timeout has passed.
+func TestDirAttrsAfterChange(t *testing.T) {
+	c, mnt := mount(t)
+	dir := filepath.Join(mnt, "d")
+	must(t, os.Mkdir(dir, 0o755))
+	before := snapshot(t, mnt)
+	prev := statT(t, dir)
+	const n = 20
+	for i := 0; i < n; i++ {
+		must(t, os.Mkdir(filepath.Join(dir, fmt.Sprint("sub", i)), 0o755))
+		st := statT(t, dir)
+		if st.Nlink != uint64(2+i+1) {
+			t.Fatalf("after mkdir %d: nlink %d, want %d", i, st.Nlink, 2+i+1)
+		}
+		if st.Mtim.Nano() <= prev.Mtim.Nano() || st.Ctim.Nano() <= prev.Ctim.Nano() {
+			t.Fatalf("after mkdir %d: mtime %v ctime %v did not move from %v %v", i, st.Mtim, st.Ctim, prev.Mtim, prev.Ctim)
+		}
+		prev = st
+		writeFile(t, filepath.Join(dir, fmt.Sprint("f", i)), []byte("x"))
+		must(t, os.Remove(filepath.Join(dir, fmt.Sprint("f", i))))
+		st = statT(t, dir)
+		if st.Nlink != uint64(2+i+1) || st.Mtim.Nano() <= prev.Mtim.Nano() {
+			t.Fatalf("after create and unlink %d: nlink %d mtime %v (before %v)", i, st.Nlink, st.Mtim, prev.Mtim)
+		}
+		prev = st
+	}
+	d := snapshot(t, mnt).Sub(before)
+	hits := d.ClientCounter("dir_attr_hits")
+	if hits == 0 {
+		t.Fatalf("no getattr of %s was answered from a change's reply (mdt getattrs: %d)", dir, d.Calls("mdt", "getattr"))
+	}
+	t.Logf("%d changes: %d getattrs answered by the client, %d sent to MDTs", 3*n, hits, d.Calls("mdt", "getattr"))
+
+	// A chmod between two changes: the second change's reply has it.
+	must(t, os.Chmod(dir, 0o700))
+	must(t, os.Mkdir(filepath.Join(dir, "after-chmod"), 0o755))
+	if st := statT(t, dir); st.Mode&0o7777 != 0o700 {
+		t.Fatalf("after chmod 700 and mkdir: mode %o", st.Mode&0o7777)
+	}
+	must(t, os.Chmod(dir, 0o755))
+
+	// A rename moves a directory without naming it as a parent: its
+	// ctime moves all the same.
+	moved := filepath.Join(dir, "sub0")
+	must(t, os.Mkdir(filepath.Join(moved, "x"), 0o755))
+	old := statT(t, moved)
+	must(t, os.Rename(moved, filepath.Join(mnt, "sub0")))
+	if st := statT(t, filepath.Join(mnt, "sub0")); st.Ctim.Nano() <= old.Ctim.Nano() {
+		t.Fatalf("renamed directory: ctime %v, before the rename %v", st.Ctim, old.Ctim)
+	}
+
+	// Another client's change shows once the attribute timeout (1s) has
+	// passed, though this client's own change, made before it and not
+	// asked about since, left a record of the directory.
+	// fstat, not stat: a path walk would look the directory up again,
+	// and the lookup's reply refreshes its attributes.
+	_, mnt2 := c.MountAt("mnt2")
+	f, err := os.Open(dir)
+	must(t, err)
+	defer f.Close()
+	want := statT(t, dir).Nlink + 2
+	must(t, os.Mkdir(filepath.Join(dir, "mine"), 0o755))
+	must(t, os.Mkdir(filepath.Join(mnt2, "d", "theirs"), 0o755))
+	time.Sleep(1200 * time.Millisecond)
+	var st syscall.Stat_t
+	must(t, syscall.Fstat(int(f.Fd()), &st))
+	if st.Nlink != want {
+		t.Fatalf("1.2s after another client's mkdir: nlink %d, want %d", st.Nlink, want)
+	}
+}
