@@ -705,6 +705,27 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 	if n := p.mdt[1].grants.pulls.Load(); n != 1 {
 		t.Fatalf("%d pulls, want 1", n)
 	}
+	// The root is durable: that pull did not sync the coordinator. A
+	// parent made since its last WAL sync must be durable before mdt1
+	// holds a record that names it (deps.go): that pull syncs, once.
+	if n := p.mdt[0].ctr.dtxDepSyncs.Load(); n != 0 {
+		t.Fatalf("a pull under the root synced mdt0 %d times", n)
+	}
+	var fresh, c proto.AttrReply
+	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "fresh", Mode: 0o755, MDT: 0}, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: fresh.Attr.FID, Name: fmt.Sprint("c", i), Mode: 0o755, MDT: 1}, &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.call(1, proto.MGetattr, &proto.GetattrReq{FID: c.Attr.FID}, &got); err != nil {
+			t.Fatalf("getattr on mdt1 of a directory under a fresh parent: %v", err)
+		}
+	}
+	if n := p.mdt[0].ctr.dtxDepSyncs.Load(); n != 1 {
+		t.Fatalf("two pulls under a parent made a moment ago synced mdt0 %d times, want 1", n)
+	}
 	// A FID nobody was granted is not pulled for.
 	stray := proto.FID{Seq: a.Attr.FID.Seq, Oid: a.Attr.FID.Oid + fidBlock(proto.FIDPlain) + 100}
 	if err := p.call(1, proto.MGetattr, &proto.GetattrReq{FID: stray}, &got); !errors.Is(err, syscall.ENOENT) {
@@ -715,8 +736,8 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 	if err := p.fsck(); err != nil {
 		t.Fatal(err)
 	}
-	if n := p.mdt[1].grants.pulls.Load(); n != 1 {
-		t.Fatalf("%d pulls after the push, want 1", n)
+	if n := p.mdt[1].grants.pulls.Load(); n != 3 {
+		t.Fatalf("%d pulls after the push, want 3", n)
 	}
 }
 

@@ -59,6 +59,10 @@ type grants struct {
 
 	pushMu  sync.Mutex
 	pushers map[uint32]*pushQ // by participant; each drained by its pusher
+	// unpushed holds the records queued for a push by the FID they
+	// create, until the push is over: a pull finds its record without
+	// going through every record held.
+	unpushed map[proto.FID]*dtx.Record
 	// pushGate, in tests, holds every push (and the sweeper's redo of
 	// them) until it is closed: a push that comes late.
 	pushGate chan struct{}
@@ -87,6 +91,7 @@ func (g *grants) holding() bool {
 
 func (g *grants) init() {
 	g.pushers = map[uint32]*pushQ{}
+	g.unpushed = map[proto.FID]*dtx.Record{}
 }
 
 // grantee returns the MDT that f was granted to, if it was.
@@ -162,7 +167,10 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	m.ctr.dtxStarted.Add(1)
 	m.ctr.dtxPending.Add(1)
 	m.grants.async.Add(1)
-	m.push(target, pushed{p.logged, gen, wait})
+	m.grants.pushMu.Lock()
+	m.grants.unpushed[fid] = rec
+	m.grants.pushMu.Unlock()
+	m.push(target, pushed{p.logged, fid, gen, wait})
 	reply := &proto.AttrReply{Attr: child.Attr}
 	if d := p.inodes[r.Parent]; d != nil {
 		reply.Parent = d.Attr // as our part's ParentLink left it
@@ -173,7 +181,8 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 // pushed is a record waiting for its push; with wait, not before the
 // WAL sync of generation gen (durableAfter).
 type pushed struct {
-	raw  []byte // the record as logged
+	raw  []byte    // the record as logged
+	fid  proto.FID // the directory it creates
 	gen  uint64
 	wait bool
 }
@@ -265,10 +274,12 @@ func (m *MDT) pusher(target uint32, pq *pushQ) {
 	linger.Stop()
 	for {
 		var batch [][]byte
+		var fids []proto.FID
 		var gen uint64
 		wait := false
 		add := func(p pushed) {
 			batch = append(batch, p.raw)
+			fids = append(fids, p.fid)
 			if p.wait {
 				gen, wait = max(gen, p.gen), true
 			}
@@ -312,6 +323,11 @@ func (m *MDT) pusher(target uint32, pq *pushQ) {
 		if err := m.pushBatch(ctx, target, batch); err != nil && ctx.Err() == nil {
 			log.Printf("mdt%d: push of %d parts to mdt%d: %v (the sweeper redoes them)", m.cfg.Index, len(batch), target, err)
 		}
+		m.grants.pushMu.Lock()
+		for _, f := range fids {
+			delete(m.grants.unpushed, f)
+		}
+		m.grants.pushMu.Unlock()
 		pq.settled.Add(uint64(len(batch)))
 	}
 }
@@ -340,25 +356,44 @@ func (m *MDT) pushBatch(ctx context.Context, target uint32, batch [][]byte) erro
 }
 
 // txnPull answers a participant that was asked about a FID before this
-// MDT's push of the record creating it arrived.
+// MDT's push of the record creating it arrived: a client that makes a
+// directory and at once a file in it, where the directory's MDT is
+// another (a round-robin default layout), comes here every time.
 func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
-	for _, rec := range m.records() {
-		if rec.ID.Coord != uint32(m.cfg.Index) {
-			continue
+	m.grants.pushMu.Lock()
+	rec := m.grants.unpushed[r.FID]
+	m.grants.pushMu.Unlock()
+	if rec == nil {
+		rec = m.recordCreating(r.FID) // its push failed, or is over
+	}
+	if rec == nil {
+		return &proto.TxnPullReply{}, nil
+	}
+	// Only what the record depends on must be durable before another MDT
+	// holds it (deps.go): its push would have waited for the group commit
+	// that covers it; a pull cannot wait, so it syncs, for a parent made
+	// since the last one.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.needsSync(rec) {
+		if err := m.syncLocked(); err != nil {
+			return nil, err
 		}
+	}
+	return &proto.TxnPullReply{RecordBytes: encode(rec)}, nil
+}
+
+// recordCreating finds, among the records this MDT coordinates, the one
+// that creates f.
+func (m *MDT) recordCreating(f proto.FID) *dtx.Record {
+	for _, rec := range m.recordsOf(func(coord uint32) bool { return coord == uint32(m.cfg.Index) }) {
 		for _, u := range rec.Updates {
-			if u.Kind == dtx.CreateInode && u.FID == r.FID {
-				// What the record depends on may not be durable yet (its
-				// push would have waited for that): a pull is rare, so
-				// it syncs.
-				if err := m.Sync(); err != nil {
-					return nil, err
-				}
-				return &proto.TxnPullReply{RecordBytes: encode(rec)}, nil
+			if u.Kind == dtx.CreateInode && u.FID == f {
+				return rec
 			}
 		}
 	}
-	return &proto.TxnPullReply{}, nil
+	return nil
 }
 
 // missingInode is getInode's ENOENT, so that a request that failed for a
