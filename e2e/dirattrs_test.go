@@ -47,12 +47,34 @@ func TestDirAttrsAfterChange(t *testing.T) {
 		}
 		prev = st
 	}
+	// Subdirectories on the other MDT: the coordinator's reply (an
+	// asynchronous mkdir, a distributed rmdir) gives the parent too.
+	sfRun(t, c, "setdirstripe", "-D", "-i", "1", dir)
+	base := statT(t, dir).Nlink
+	for i := 0; i < n; i++ {
+		sub := filepath.Join(dir, fmt.Sprint("remote", i))
+		must(t, os.Mkdir(sub, 0o755))
+		if st := statT(t, dir); st.Nlink != base+1 || st.Mtim.Nano() <= prev.Mtim.Nano() {
+			t.Fatalf("after remote mkdir %d: nlink %d (want %d), mtime %v (before %v)", i, st.Nlink, base+1, st.Mtim, prev.Mtim)
+		} else {
+			prev = st
+		}
+		must(t, os.Remove(sub))
+		if st := statT(t, dir); st.Nlink != base || st.Mtim.Nano() <= prev.Mtim.Nano() {
+			t.Fatalf("after remote rmdir %d: nlink %d (want %d), mtime %v (before %v)", i, st.Nlink, base, st.Mtim, prev.Mtim)
+		} else {
+			prev = st
+		}
+	}
 	d := snapshot(t, mnt).Sub(before)
 	hits := d.ClientCounter("dir_attr_hits")
-	if hits == 0 {
-		t.Fatalf("no getattr of %s was answered from a change's reply (mdt getattrs: %d)", dir, d.Calls("mdt", "getattr"))
+	if hits < 4*n {
+		t.Fatalf("%d getattrs of %s answered from a change's reply, want at least %d (mdt getattrs: %d)", hits, dir, 4*n, d.Calls("mdt", "getattr"))
 	}
-	t.Logf("%d changes: %d getattrs answered by the client, %d sent to MDTs", 3*n, hits, d.Calls("mdt", "getattr"))
+	if a := d.Counter("mdt", "mkdir_remote_async"); a != n {
+		t.Fatalf("%d asynchronous remote mkdirs, want %d", a, n)
+	}
+	t.Logf("%d changes: %d getattrs answered by the client, %d sent to MDTs", 5*n, hits, d.Calls("mdt", "getattr"))
 
 	// A chmod between two changes: the second change's reply has it.
 	must(t, os.Chmod(dir, 0o700))

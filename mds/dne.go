@@ -177,6 +177,25 @@ func (p *part) inode(f proto.FID) (*inode, error) {
 	return p.m.getInode(f)
 }
 
+// dirs returns the directories the part changed, as it left them.
+func (p *part) dirs() map[proto.FID]proto.Attr {
+	out := map[proto.FID]proto.Attr{}
+	for f := range p.inodes {
+		if a := p.dir(f); !a.FID.IsZero() {
+			out[f] = a
+		}
+	}
+	return out
+}
+
+// dir returns directory f as the part left it (zero if it did not touch it).
+func (p *part) dir(f proto.FID) proto.Attr {
+	if n := p.inodes[f]; n != nil && n.isDir() {
+		return n.Attr
+	}
+	return proto.Attr{}
+}
+
 func (p *part) putInode(n *inode) {
 	p.inodes[n.Attr.FID] = n
 	p.m.putInode(p.b, n)
@@ -710,6 +729,9 @@ type txnResult struct {
 	attr    proto.Attr   // the created inode (mkdir), the removed directory (rmdir)
 	attrs   []proto.Attr // inodes whose links changed, after the change
 	destroy []proto.Attr // files whose last link went: their objects go
+	// dirs are the directories the coordinator's part changed, after the
+	// change: a reply gives the client its parent's (proto.AttrReply).
+	dirs map[proto.FID]proto.Attr
 }
 
 // attrOf returns f's attributes as the operation left them.
@@ -795,6 +817,7 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 	m.ctr.dtxPending.Add(1)
 	res.attrs = append(res.attrs, p.attrs...)
 	res.destroy = append(res.destroy, p.destroy...)
+	res.dirs = p.dirs()
 	return res, nil
 }
 
@@ -891,7 +914,7 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 	if err != nil {
 		return nil, err
 	}
-	return &proto.AttrReply{Attr: res.attr}, nil
+	return &proto.AttrReply{Attr: res.attr, Parent: res.dirs[r.Parent]}, nil
 }
 
 // newRemoteDir is the inode of a directory made by r under dir on another
@@ -926,7 +949,7 @@ func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (a
 	}
 	attr := res.attr
 	attr.Nlink = 0
-	return &proto.UnlinkReply{Attr: attr}, nil
+	return &proto.UnlinkReply{Attr: attr, Parent: res.dirs[r.Parent]}, nil
 }
 
 // sweeper makes distributed operations finish: it drives records this MDT

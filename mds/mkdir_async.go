@@ -171,11 +171,7 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	m.grants.unpushed[fid] = rec
 	m.grants.pushMu.Unlock()
 	m.push(target, pushed{p.logged, fid, gen, wait})
-	reply := &proto.AttrReply{Attr: child.Attr}
-	if d := p.inodes[r.Parent]; d != nil {
-		reply.Parent = d.Attr // as our part's ParentLink left it
-	}
-	return reply, nil
+	return &proto.AttrReply{Attr: child.Attr, Parent: p.dir(r.Parent)}, nil
 }
 
 // pushed is a record waiting for its push; with wait, not before the
