@@ -6,7 +6,9 @@
 # Usage: dne-servers.sh [BENCH-DNE-FLAGS...]   e.g. --json, --rounds 15
 # Environment: STRIPEFS (default: stripefs on PATH, else ./bin/stripefs),
 #   PORT (first TCP port, default 19400; MDTs take PORT and PORT+1, the OST
-#   PORT+100), WORK (scratch directory, default a fresh one under /tmp).
+#   PORT+100), WORK (scratch directory, default a fresh one under /tmp),
+#   PIN=1 (mdt1 on CPU 1, everything else on CPU 0, with taskset: the
+#   participant as on a server of its own, on a 2-core host).
 # Needs root or fuse access, and the ports free on 127.0.0.1.
 set -eu
 if [ -z "${STRIPEFS:-}" ]; then
@@ -26,10 +28,15 @@ cleanup() {
 	rm -rf "$WORK"
 }
 trap cleanup EXIT INT TERM
+cpus() { # name: the taskset prefix for it under PIN=1
+	[ "${PIN:-}" = 1 ] || return 0
+	if [ "$1" = mdt1 ]; then echo "taskset -c 1"; else echo "taskset -c 0"; fi
+}
 start() { # name, then the command's arguments
 	name=$1
 	shift
-	"$STRIPEFS" "$@" >"$WORK/$name.log" 2>&1 &
+	# shellcheck disable=SC2046
+	$(cpus "$name") "$STRIPEFS" "$@" >"$WORK/$name.log" 2>&1 &
 	pids="$pids $!"
 }
 wait_for() { # what, test...
@@ -55,4 +62,5 @@ wait_for mdt1 ready mdt1
 wait_for ost0 ready ost0
 start mount mount --mgs "$MGS" "$WORK/mnt"
 wait_for mount mountpoint -q "$WORK/mnt"
-"$STRIPEFS" bench dne --mount "$WORK/mnt" "$@"
+# shellcheck disable=SC2046
+$(cpus bench) "$STRIPEFS" bench dne --mount "$WORK/mnt" "$@"
