@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -112,4 +113,52 @@ func TestDirAttrsAfterChange(t *testing.T) {
 	if st.Nlink != want {
 		t.Fatalf("1.2s after another client's mkdir: nlink %d, want %d", st.Nlink, want)
 	}
+}
+
+// TestDirAttrsSharedDir: tasks making directories in one directory at
+// once (mdtest without -u), each stat of it after its own mkdir. Replies
+// cross; whatever the client answers must hold every mkdir that had
+// completed when the stat began.
+func TestDirAttrsSharedDir(t *testing.T) {
+	_, mnt := mount(t)
+	dir := filepath.Join(mnt, "shared")
+	must(t, os.Mkdir(dir, 0o755))
+	before := snapshot(t, mnt)
+	const tasks, each = 4, 50
+	var completed atomic.Int64
+	errs := make(chan error, tasks)
+	for g := 0; g < tasks; g++ {
+		go func() {
+			for i := 0; i < each; i++ {
+				if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("t%d.%d", g, i)), 0o755); err != nil {
+					errs <- err
+					return
+				}
+				completed.Add(1)
+				floor := completed.Load()
+				var st syscall.Stat_t
+				if err := syscall.Stat(dir, &st); err != nil {
+					errs <- err
+					return
+				}
+				if int64(st.Nlink) < 2+floor {
+					errs <- fmt.Errorf("task %d: stat after %d completed mkdirs shows nlink %d", g, floor, st.Nlink)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < tasks; g++ {
+		must(t, <-errs)
+	}
+	if st := statT(t, dir); st.Nlink != 2+tasks*each {
+		t.Fatalf("nlink %d after %d mkdirs", st.Nlink, tasks*each)
+	}
+	d := snapshot(t, mnt).Sub(before)
+	hits := d.ClientCounter("dir_attr_hits")
+	if hits == 0 {
+		t.Fatalf("no getattr of the shared directory answered by the client (mdt getattrs: %d)", d.Calls("mdt", "getattr"))
+	}
+	t.Logf("%d mkdirs by %d tasks: %d getattrs answered by the client, %d sent to MDTs", tasks*each, tasks, hits, d.Calls("mdt", "getattr"))
 }

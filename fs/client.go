@@ -311,7 +311,7 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 		// A striped directory's attributes are its stripes' merged:
 		// no one reply gives them.
 		done := c.dirs.changing(fid)
-		defer func() { done(changedDir(resp, err)) }()
+		defer func() { done(changedDir(resp, err), call.Transno()) }()
 	}
 	err = c.call(ctx, r, call)
 	if call.Direct {
@@ -336,9 +336,10 @@ func changedDir(resp any, err error) *proto.Attr {
 }
 
 // KeepDirAttrs lets a directory's attributes, as given by the reply to
-// this client's change in it, answer the next Getattr of it once within
-// ttl (zero: never). FUSE asks for them after every such change
-// (dirattrs.go); ttl is the mount's attribute timeout.
+// this client's latest change in it, answer the next Getattr of it once,
+// soon after the reply and never later than ttl (zero: never). FUSE asks
+// for them after every such change (dirattrs.go); ttl is the mount's
+// attribute timeout.
 func (c *Client) KeepDirAttrs(ttl time.Duration) { c.dirs.keep(ttl) }
 
 // changes are the MDT methods a client replays if the MDT restarts before

@@ -14,15 +14,26 @@ import (
 // MDT's reply to the change already says what the directory became, so
 // the client keeps that and answers the getattr that follows from it.
 //
-// Only a reply that is the last word may answer: if another change of the
-// same directory by this client overlapped it, their replies may have
-// crossed, and a rename anywhere (which can move a directory and change
-// its ctime without naming it) clears everything. Changes by other
-// clients show after at most the mount's attribute timeout, as they would
-// through the kernel's own attribute cache.
+// Replies can cross: two creates in one directory (mdtest's shared
+// directory, several tasks) may come back in either order. The MDT takes
+// a transno for each change in the order it applies them, and the reply
+// says it, so the client keeps the directory as the change with the
+// highest transno left it: that state holds every change of this client
+// that has completed, and answering with it while others are still in
+// flight is as if the getattr had reached the MDT before them. A change
+// whose reply does not say what the directory became (a chmod, a failed
+// create) leaves nothing to answer with until no change of the directory
+// is in flight; a rename anywhere (which can move a directory and change
+// its ctime without naming it) clears everything. The answer is given once,
+// and only just after the reply: the kernel asks at once, and then keeps
+// it for the attribute timeout, so another client's change shows no
+// later than it would through the kernel's own attribute cache.
 
 // maxDirAttrs bounds the directories kept: past it, the stale go.
 const maxDirAttrs = 4096
+
+// dirAttrFresh is how long after its reply a change may answer, at most.
+const dirAttrFresh = 100 * time.Millisecond
 
 type dirAttrs struct {
 	mu    sync.Mutex
@@ -33,49 +44,50 @@ type dirAttrs struct {
 }
 
 type dirAttr struct {
-	busy  int  // changes of the directory in flight
-	mixed bool // two of them overlapped
-	has   bool
-	attr  proto.Attr
-	at    time.Time
+	busy    int  // changes of the directory in flight
+	unknown bool // one of them did not say what it left
+	has     bool
+	attr    proto.Attr
+	transno uint64 // of the change that left attr
+	at      time.Time
 }
 
 // keep sets how long a change's reply may answer for its directory.
 func (d *dirAttrs) keep(ttl time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.ttl = ttl
+	d.ttl = min(ttl, dirAttrFresh)
 	d.m = map[proto.FID]*dirAttr{}
 }
 
 // changing notes that this client is about to change dir; done gets what
-// the change's reply says dir became (nil: nothing, or it failed).
-func (d *dirAttrs) changing(dir proto.FID) (done func(a *proto.Attr)) {
+// the change's reply says dir became and the change's transno (nil or 0:
+// nothing, or it failed).
+func (d *dirAttrs) changing(dir proto.FID) (done func(a *proto.Attr, transno uint64)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ttl <= 0 {
-		return func(*proto.Attr) {}
+		return func(*proto.Attr, uint64) {}
 	}
 	e := d.m[dir]
 	if e == nil {
 		e = &dirAttr{}
 		d.m[dir] = e
 	}
-	if e.busy > 0 {
-		e.mixed = true
-	}
 	e.busy++
-	e.has = false
 	epoch := d.epoch
-	return func(a *proto.Attr) {
+	return func(a *proto.Attr, transno uint64) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		e.busy--
-		if a != nil && a.FID == dir && !e.mixed && d.epoch == epoch && d.all == 0 {
-			e.attr, e.has, e.at = *a, true, time.Now()
+		switch {
+		case a == nil || a.FID != dir || transno == 0 || d.epoch != epoch || d.all > 0:
+			e.unknown, e.has = true, false
+		case !e.unknown && transno > e.transno: // not one a later change overtook
+			e.attr, e.transno, e.has, e.at = *a, transno, true, time.Now()
 		}
 		if e.busy == 0 {
-			e.mixed = false
+			e.unknown = false
 			if !e.has {
 				delete(d.m, dir)
 			}
@@ -107,16 +119,19 @@ func (d *dirAttrs) changingAll() (done func()) {
 	}
 }
 
-// take returns, once, what the last change of dir made it, if that is
-// still the last word and recent.
+// take returns, once, what this client's latest completed change of dir
+// made it, if nothing since makes that unknown and it is recent.
 func (d *dirAttrs) take(dir proto.FID) (proto.Attr, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.m[dir]
-	if e == nil || !e.has || e.busy > 0 || d.all > 0 {
+	if e == nil || !e.has || e.unknown || d.all > 0 {
 		return proto.Attr{}, false
 	}
-	delete(d.m, dir)
+	e.has = false
+	if e.busy == 0 {
+		delete(d.m, dir)
+	}
 	if time.Since(e.at) >= d.ttl {
 		return proto.Attr{}, false
 	}

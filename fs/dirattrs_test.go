@@ -8,17 +8,16 @@ import (
 )
 
 // TestDirAttrs walks the record of a directory's attributes through
-// sequences of changes: only a reply no other change of the directory
-// overlapped may answer, once, within the timeout, and nothing a rename
-// overlapped.
+// sequences of changes: the reply of the change with the highest transno
+// answers, once, soon after; nothing answers while a change that did not
+// say what it left is in flight, nor after a rename overlapped.
 func TestDirAttrs(t *testing.T) {
 	dir := proto.FID{Seq: 0x200000400, Oid: 7}
 	other := proto.FID{Seq: 0x200000400, Oid: 8}
-	attr := func(nlink uint32) *proto.Attr { return &proto.Attr{FID: dir, Nlink: nlink} }
 	type step struct {
 		op    string // begin, end, rename, renamed, take, sleep
-		id    int    // which change
-		nlink uint32 // end: the reply's; take: wanted (0: a miss)
+		id    int    // which change; end: its transno too
+		nlink uint32 // end: the reply's (0: none); take: wanted (0: a miss)
 		fid   proto.FID
 	}
 	for _, tc := range []struct {
@@ -39,12 +38,19 @@ func TestDirAttrs(t *testing.T) {
 			{op: "begin", id: 1}, {op: "end", id: 1, nlink: 3},
 			{op: "begin", id: 2}, {op: "end", id: 2}, {op: "take"},
 		}},
-		{"nothing while a change is in flight", time.Minute, []step{
+		{"answers while another change is in flight", time.Minute, []step{
 			{op: "begin", id: 1}, {op: "end", id: 1, nlink: 3},
-			{op: "begin", id: 2}, {op: "take"}, {op: "end", id: 2, nlink: 4}, {op: "take", nlink: 4},
+			{op: "begin", id: 2}, {op: "take", nlink: 3}, {op: "end", id: 2, nlink: 4}, {op: "take", nlink: 4},
 		}},
-		{"overlapping changes", time.Minute, []step{
-			{op: "begin", id: 1}, {op: "begin", id: 2}, {op: "end", id: 2, nlink: 4}, {op: "end", id: 1, nlink: 3}, {op: "take"},
+		{"crossed replies: the later change wins", time.Minute, []step{
+			{op: "begin", id: 1}, {op: "begin", id: 2}, {op: "end", id: 2, nlink: 4}, {op: "end", id: 1, nlink: 3}, {op: "take", nlink: 4},
+		}},
+		{"an overtaken reply does not come back", time.Minute, []step{
+			{op: "begin", id: 1}, {op: "begin", id: 2}, {op: "end", id: 2, nlink: 4}, {op: "take", nlink: 4},
+			{op: "end", id: 1, nlink: 3}, {op: "take"},
+		}},
+		{"nothing until a change that said nothing is over", time.Minute, []step{
+			{op: "begin", id: 1}, {op: "begin", id: 2}, {op: "end", id: 1}, {op: "end", id: 2, nlink: 4}, {op: "take"},
 			{op: "begin", id: 3}, {op: "end", id: 3, nlink: 5}, {op: "take", nlink: 5},
 		}},
 		{"a reply about another directory", time.Minute, []step{
@@ -63,7 +69,7 @@ func TestDirAttrs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var d dirAttrs
 			d.keep(tc.ttl)
-			done := map[int]func(*proto.Attr){}
+			done := map[int]func(*proto.Attr, uint64){}
 			var renamed func()
 			for i, s := range tc.steps {
 				switch s.op {
@@ -72,12 +78,12 @@ func TestDirAttrs(t *testing.T) {
 				case "end":
 					var a *proto.Attr
 					if s.nlink != 0 {
-						a = attr(s.nlink)
+						a = &proto.Attr{FID: dir, Nlink: s.nlink}
 						if !s.fid.IsZero() {
 							a.FID = s.fid
 						}
 					}
-					done[s.id](a)
+					done[s.id](a, uint64(s.id))
 				case "rename":
 					renamed = d.changingAll()
 				case "renamed":
@@ -105,7 +111,7 @@ func TestDirAttrsBounded(t *testing.T) {
 	d.keep(time.Minute)
 	for i := 0; i < 3*maxDirAttrs; i++ {
 		f := proto.FID{Seq: 0x200000400, Oid: uint32(i + 1)}
-		d.changing(f)(&proto.Attr{FID: f, Nlink: 2})
+		d.changing(f)(&proto.Attr{FID: f, Nlink: 2}, 1)
 	}
 	if len(d.m) > maxDirAttrs {
 		t.Fatalf("%d records kept, bound %d", len(d.m), maxDirAttrs)

@@ -58,6 +58,10 @@ type Call struct {
 	err  error
 }
 
+// Transno is the transno of the change the call made, from its reply (0:
+// none): a server applies its changes in transno order.
+func (c *Call) Transno() uint64 { return c.transno }
+
 // Client is a connection to one server that redials when the connection
 // is lost. It is safe for concurrent use; calls share one connection.
 type Client struct {
