@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/pkg/xattr"
@@ -64,6 +65,7 @@ type dneResult struct {
 	LocalMkdir      float64            `json:"local_mkdir_per_s"`
 	RemoteMkdir     float64            `json:"remote_mkdir_per_s"`
 	Ratio           float64            `json:"remote_local_ratio"`
+	RoundRatios     []float64          `json:"remote_local_ratio_by_round"` // the spread within this run
 	RemoteSyncMkdir float64            `json:"remote_sync_mkdir_per_s"`
 	RemoteSyncRatio float64            `json:"remote_sync_local_ratio"`
 	Files           int                `json:"files_per_task"`
@@ -105,6 +107,7 @@ func benchDNECmd() *cobra.Command {
 			// --dirs each, so the machine's noise falls on all three alike.
 			rate := map[string][2]float64{} // ops, seconds
 			for r := 0; r < rounds; r++ {
+				round := map[string]float64{} // ops/s
 				for _, k := range []struct {
 					name string
 					mdt  int
@@ -128,9 +131,11 @@ func benchDNECmd() *cobra.Command {
 						if p.Phase == "directory creation" {
 							a := rate[k.name]
 							rate[k.name] = [2]float64{a[0] + float64(p.Ops), a[1] + p.Seconds}
+							round[k.name] = float64(p.Ops) / p.Seconds
 						}
 					}
 				}
+				res.RoundRatios = append(res.RoundRatios, round["remote"]/round["local"])
 			}
 			res.LocalMkdir = rate["local"][0] / rate["local"][1]
 			res.RemoteMkdir = rate["remote"][0] / rate["remote"][1]
@@ -161,6 +166,11 @@ func benchDNECmd() *cobra.Command {
 			fmt.Fprintf(tw, "  children on mdt0 (local)\t%.0f\t1.00\n", res.LocalMkdir)
 			fmt.Fprintf(tw, "  children on mdt1 (remote)\t%.0f\t%.3f\n", res.RemoteMkdir, res.Ratio)
 			fmt.Fprintf(tw, "  children on mdt1, remote_sync=1\t%.0f\t%.3f\n", res.RemoteSyncMkdir, res.RemoteSyncRatio)
+			byRound := make([]string, len(res.RoundRatios))
+			for i, r := range res.RoundRatios {
+				byRound[i] = fmt.Sprintf("%.2f", r)
+			}
+			fmt.Fprintf(tw, "  remote/local by round\t\t%s\n", strings.Join(byRound, " "))
 			cold := ""
 			if res.DroppedCaches {
 				cold = ", stat and removal from cold caches"
