@@ -1005,6 +1005,9 @@ func (m *MDT) recordsOf(want func(coord uint32) bool) []*dtx.Record {
 }
 
 func (m *MDT) sweep() {
+	if m.holdSyncs.Load() {
+		return
+	}
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
 	ctx, stopped := m.untilStop(ctx)

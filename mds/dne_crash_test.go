@@ -712,6 +712,7 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 		t.Fatalf("a pull under the root synced mdt0 %d times", n)
 	}
 	var fresh, c proto.AttrReply
+	p.mdt[0].holdSyncs.Store(true) // "fresh" stays not durable
 	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "fresh", Mode: 0o755, MDT: 0}, &fresh); err != nil {
 		t.Fatal(err)
 	}
@@ -726,6 +727,7 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 	if n := p.mdt[0].ctr.dtxDepSyncs.Load(); n != 1 {
 		t.Fatalf("two pulls under a parent made a moment ago synced mdt0 %d times, want 1", n)
 	}
+	p.mdt[0].holdSyncs.Store(false)
 	// A FID nobody was granted is not pulled for.
 	stray := proto.FID{Seq: a.Attr.FID.Seq, Oid: a.Attr.FID.Oid + fidBlock(proto.FIDPlain) + 100}
 	if err := p.call(1, proto.MGetattr, &proto.GetattrReq{FID: stray}, &got); !errors.Is(err, syscall.ENOENT) {

@@ -111,11 +111,15 @@ type MDT struct {
 	// ownPartGate, in tests, holds a coordinator after its participants
 	// applied their parts and before it applies its own.
 	ownPartGate chan struct{}
-	remoteSync  atomic.Bool
-	peerMu      sync.Mutex
-	peers       map[uint32]*rpc.Client
-	recovered   chan struct{} // closed when start-up recovery is over
-	grants      grants        // fidgrant.go
+	// holdSyncs, in tests, skips the group commit and the sweeper (which
+	// syncs too): a change not yet durable stays so until an operation
+	// that needs it durable syncs.
+	holdSyncs  atomic.Bool
+	remoteSync atomic.Bool
+	peerMu     sync.Mutex
+	peers      map[uint32]*rpc.Client
+	recovered  chan struct{} // closed when start-up recovery is over
+	grants     grants        // fidgrant.go
 	// fresh holds the keys of inodes and entries created since the WAL
 	// was last synced, with the sync generation they were made in
 	// (deps.go); guarded by mu.
@@ -386,7 +390,7 @@ func (m *MDT) committer() {
 		case <-prune.C:
 			m.pruneDone()
 		case <-t.C:
-			if m.dirty.Swap(false) {
+			if !m.holdSyncs.Load() && m.dirty.Swap(false) {
 				if err := m.Sync(); err != nil {
 					log.Printf("mdt%d: group commit: %v", m.cfg.Index, err)
 				}
