@@ -639,17 +639,20 @@ func (m *MDT) txnStatus(ctx context.Context, r *proto.TxnStatusReq) (any, error)
 	if len(r.IDs) > 4096 {
 		return nil, fmt.Errorf("mdt%d: txn status of %d ops: %w", m.cfg.Index, len(r.IDs), syscall.EINVAL)
 	}
-	if r.Sync {
-		if err := m.Sync(); err != nil {
-			return nil, err
-		}
-	}
 	out := &proto.TxnStatusReply{Applied: make([]bool, len(r.IDs)), Cancelled: make([]bool, len(r.IDs))}
 	for i, w := range r.IDs {
 		id := fromWire(w)
 		has := m.hasRecord(id)
 		out.Applied[i] = dtx.Applied(has, m.watermark(id.Coord, id.Epoch), id)
 		out.Cancelled[i] = out.Applied[i] && !has
+	}
+	// The sync comes after the look: a part applied between a sync and
+	// the look would be reported durable while it is not, its record
+	// cancelled, and a crash here would lose it for good.
+	if r.Sync {
+		if err := m.Sync(); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
