@@ -61,7 +61,7 @@ func TestFioVerify(t *testing.T) {
 			{"--rw=write", "--bs=1m"},
 		} {
 			args := append([]string{"--name=verify", "--directory=" + dir, "--size=16m", "--numjobs=2",
-				"--ioengine=psync", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1"}, job...)
+				"--ioengine=psync", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--verify_state_save=0"}, job...)
 			out, err := exec.Command(bin, args...).CombinedOutput()
 			if err != nil || strings.Contains(string(out), "verify:") && strings.Contains(string(out), "bad") {
 				t.Fatalf("fio %v in %s: %v\n%s", job, l.name, err, tail(string(out), 40))
