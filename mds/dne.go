@@ -177,20 +177,10 @@ func (p *part) inode(f proto.FID) (*inode, error) {
 	return p.m.getInode(f)
 }
 
-// dirs returns the directories the part changed, as it left them.
-func (p *part) dirs() map[proto.FID]proto.Attr {
-	out := map[proto.FID]proto.Attr{}
-	for f := range p.inodes {
-		if a := p.dir(f); !a.FID.IsZero() {
-			out[f] = a
-		}
-	}
-	return out
-}
-
-// dir returns directory f as the part left it (zero if it did not touch it).
-func (p *part) dir(f proto.FID) proto.Attr {
-	if n := p.inodes[f]; n != nil && n.isDir() {
+// dirIn returns directory f as inodes (a part's) hold it, zero if they
+// do not: a reply gives the client its parent so (proto.AttrReply).
+func dirIn(inodes map[proto.FID]*inode, f proto.FID) proto.Attr {
+	if n := inodes[f]; n != nil && n.isDir() {
 		return n.Attr
 	}
 	return proto.Attr{}
@@ -732,9 +722,9 @@ type txnResult struct {
 	attr    proto.Attr   // the created inode (mkdir), the removed directory (rmdir)
 	attrs   []proto.Attr // inodes whose links changed, after the change
 	destroy []proto.Attr // files whose last link went: their objects go
-	// dirs are the directories the coordinator's part changed, after the
-	// change: a reply gives the client its parent's (proto.AttrReply).
-	dirs map[proto.FID]proto.Attr
+	// own are the inodes the coordinator's part changed, after the
+	// change (dirIn).
+	own map[proto.FID]*inode
 }
 
 // attrOf returns f's attributes as the operation left them.
@@ -820,7 +810,7 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 	m.ctr.dtxPending.Add(1)
 	res.attrs = append(res.attrs, p.attrs...)
 	res.destroy = append(res.destroy, p.destroy...)
-	res.dirs = p.dirs()
+	res.own = p.inodes
 	return res, nil
 }
 
@@ -917,7 +907,7 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 	if err != nil {
 		return nil, err
 	}
-	return &proto.AttrReply{Attr: res.attr, Parent: res.dirs[r.Parent]}, nil
+	return &proto.AttrReply{Attr: res.attr, Parent: dirIn(res.own, r.Parent)}, nil
 }
 
 // newRemoteDir is the inode of a directory made by r under dir on another
@@ -952,7 +942,7 @@ func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (a
 	}
 	attr := res.attr
 	attr.Nlink = 0
-	return &proto.UnlinkReply{Attr: attr, Parent: res.dirs[r.Parent]}, nil
+	return &proto.UnlinkReply{Attr: attr, Parent: dirIn(res.own, r.Parent)}, nil
 }
 
 // sweeper makes distributed operations finish: it drives records this MDT

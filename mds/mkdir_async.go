@@ -62,7 +62,7 @@ type grants struct {
 	// unpushed holds the records queued for a push by the FID they
 	// create, until the push is over: a pull finds its record without
 	// going through every record held.
-	unpushed map[proto.FID]*dtx.Record
+	unpushed map[proto.FID]loggedRec
 	// pushGate, in tests, holds every push (and the sweeper's redo of
 	// them) until it is closed: a push that comes late.
 	pushGate chan struct{}
@@ -91,7 +91,7 @@ func (g *grants) holding() bool {
 
 func (g *grants) init() {
 	g.pushers = map[uint32]*pushQ{}
-	g.unpushed = map[proto.FID]*dtx.Record{}
+	g.unpushed = map[proto.FID]loggedRec{}
 }
 
 // grantee returns the MDT that f was granted to, if it was.
@@ -168,10 +168,16 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	m.ctr.dtxPending.Add(1)
 	m.grants.async.Add(1)
 	m.grants.pushMu.Lock()
-	m.grants.unpushed[fid] = rec
+	m.grants.unpushed[fid] = loggedRec{rec, p.logged}
 	m.grants.pushMu.Unlock()
 	m.push(target, pushed{p.logged, fid, gen, wait})
-	return &proto.AttrReply{Attr: child.Attr, Parent: p.dir(r.Parent)}, nil
+	return &proto.AttrReply{Attr: child.Attr, Parent: dirIn(p.inodes, r.Parent)}, nil
+}
+
+// loggedRec is a record and its bytes as its part logged them.
+type loggedRec struct {
+	rec *dtx.Record
+	raw []byte
 }
 
 // pushed is a record waiting for its push; with wait, not before the
@@ -357,13 +363,16 @@ func (m *MDT) pushBatch(ctx context.Context, target uint32, batch [][]byte) erro
 // another (a round-robin default layout), comes here every time.
 func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
 	m.grants.pushMu.Lock()
-	rec := m.grants.unpushed[r.FID]
+	l, ok := m.grants.unpushed[r.FID]
 	m.grants.pushMu.Unlock()
-	if rec == nil {
-		rec = m.recordCreating(r.FID) // its push failed, or is over
+	if !ok {
+		l.rec = m.recordCreating(r.FID) // its push failed, or is over
 	}
-	if rec == nil {
+	if l.rec == nil {
 		return &proto.TxnPullReply{}, nil
+	}
+	if l.raw == nil {
+		l.raw = encode(l.rec)
 	}
 	// Only what the record depends on must be durable before another MDT
 	// holds it (deps.go): its push would have waited for the group commit
@@ -371,12 +380,12 @@ func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
 	// since the last one.
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.needsSync(rec) {
+	if m.needsSync(l.rec) {
 		if err := m.syncLocked(); err != nil {
 			return nil, err
 		}
 	}
-	return &proto.TxnPullReply{RecordBytes: encode(rec)}, nil
+	return &proto.TxnPullReply{RecordBytes: l.raw}, nil
 }
 
 // recordCreating finds, among the records this MDT coordinates, the one

@@ -80,7 +80,7 @@ func (m *MDT) remoteUnlink(ctx context.Context, r *proto.UnlinkReq, d *dirent) (
 	if err != nil {
 		return nil, err
 	}
-	reply := &proto.UnlinkReply{Parent: res.dirs[r.Parent]}
+	reply := &proto.UnlinkReply{Parent: dirIn(res.own, r.Parent)}
 	reply.Attr, _ = res.attrOf(d.FID)
 	if len(res.destroy) > 0 {
 		reply.Attr, reply.Destroy = res.destroy[0], true
