@@ -47,17 +47,11 @@ func (g *nfsGateway) url(path string) string {
 	return fmt.Sprintf("nfs://127.0.0.1/%s?nfsport=%s&mountport=%s&version=3&auto-traverse-mounts=0", path, g.port, g.port)
 }
 
-// needNFSTools skips a test when libnfs-utils is missing, except in CI,
-// whose script installs it: there a missing tool is a failure.
+// needNFSTools skips a test when libnfs-utils is missing (needTool).
 func needNFSTools(t *testing.T) {
 	t.Helper()
 	for _, tool := range []string{"nfs-cp", "nfs-ls", "nfs-cat"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("%s not installed (libnfs-utils): .ci/run should install it", tool)
-			}
-			t.Skipf("%s not installed: apt-get install libnfs-utils", tool)
-		}
+		needTool(t, tool, "libnfs-utils")
 	}
 }
 
