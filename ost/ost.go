@@ -418,7 +418,7 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	est, known := o.ext.unallocated(of.f, req.Off, end)
 	if known && est == 0 {
 		o.ctr.rewritesSkipped.Add(1)
-		if _, err := o.writeData(of, r.Bulk, int64(req.Off), req.NoCache); err != nil {
+		if err := o.store(of, r.Bulk, int64(req.Off), req.NoCache); err != nil {
 			return rpc.Reply{}, o.errorf("write", req.Obj, err)
 		}
 		if err := o.putTag(&req); err != nil {
@@ -434,6 +434,21 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
 	return rep, nil
+}
+
+// store puts data at off in the object and, for a large buffered write,
+// starts its disk write at once. A rewrite takes the same path as a first
+// write: when only allocating writes started their disk write early, a
+// rewritten range was left dirty in the page cache for the client's fsync
+// to push out whole, which made rewrite+fsync slower than write+fsync.
+func (o *OST) store(of *objFile, data []byte, off int64, noCache bool) error {
+	direct, err := o.writeData(of, data, off, noCache)
+	if err == nil && !direct && !o.cfg.NoEarlyWriteback && len(data) >= earlyWriteback {
+		// Best effort: an error here is the disk's, and fsync reports it.
+		_ = unix.SyncFileRange(int(of.f.Fd()), off, int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
+		o.ctr.earlyWritebacks.Add(1)
+	}
+	return err
 }
 
 // allocatingWrite is a write that may allocate up to est bytes. The
@@ -455,11 +470,7 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 		writeOwnerXattr(of.f, owner)
 	}
 	end := req.Off + uint64(len(data))
-	direct, werr := o.writeData(of, data, int64(req.Off), req.NoCache)
-	if werr == nil && !direct && !o.cfg.NoEarlyWriteback && len(data) >= earlyWriteback {
-		// Best effort: an error here is the disk's, and fsync reports it.
-		_ = unix.SyncFileRange(int(of.f.Fd()), int64(req.Off), int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
-	}
+	werr := o.store(of, data, int64(req.Off), req.NoCache)
 	var st unix.Stat_t
 	after, size := rec.Bytes+est, max(rec.Size, end)
 	if err := unix.Fstat(int(of.f.Fd()), &st); err == nil {

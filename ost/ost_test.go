@@ -168,6 +168,12 @@ func TestRewriteSkipsAccounting(t *testing.T) {
 	if n := counter(to.o, "rewrites_skipped_accounting"); n != 6 {
 		t.Errorf("rewrites_skipped_accounting %d, want 6", n)
 	}
+	// The 1 MiB rewrites start their disk write at once, as the first
+	// write did: left to fsync, they made rewrite+fsync dearer than
+	// write+fsync. The 5000-byte ones are too small to.
+	if n := counter(to.o, "early_writebacks"); n != 4 {
+		t.Errorf("early_writebacks %d after one 1 MiB write and three 1 MiB rewrites, want 4", n)
+	}
 	if n := counter(to.o, "new_allocations"); n != 1 {
 		t.Errorf("new_allocations %d after rewrites, want 1", n)
 	}

@@ -107,6 +107,7 @@ type counters struct {
 	enospc, edquot, ownerChanges                     atomic.Int64
 	localReads                                       atomic.Int64 // reads lent to a client in this process (local.go)
 	directWrites, directCopies                       atomic.Int64 // NoCache writes done with O_DIRECT, and those copied to align them (nocache.go)
+	earlyWritebacks                                  atomic.Int64 // writes whose disk write was started at once (store)
 }
 
 // counters reports the statistics for the stats method (stripefs stats).
@@ -122,6 +123,7 @@ func (o *OST) counters() []rpc.Counter {
 		{Name: "local_reads", Value: c.localReads.Load()},
 		{Name: "direct_writes", Value: c.directWrites.Load()},
 		{Name: "direct_write_copies", Value: c.directCopies.Load()},
+		{Name: "early_writebacks", Value: c.earlyWritebacks.Load()},
 		{Name: "new_allocations", Value: c.newAllocations.Load()},
 		{Name: "allocated_bytes", Value: c.allocatedBytes.Load()},
 		{Name: "freed_bytes", Value: c.freedBytes.Load()},
