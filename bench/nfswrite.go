@@ -36,6 +36,9 @@ type NFSWriteConfig struct {
 	// aligned buffer, which separates the cost of O_DIRECT from the cost
 	// of the vector's shape.
 	AlignedDirect bool `json:"aligned_direct"`
+	// Through, if set, adds (or with no Path, is) the through-the-mount
+	// comparison of aligned and nfsd-shaped O_DIRECT writes (ThroughNFS).
+	Through *ThroughConfig `json:"through,omitempty"`
 }
 
 // NFSWritePhase is one file written one way.
@@ -64,6 +67,8 @@ type NFSWriteResult struct {
 	Ratio    float64  `json:"nfs_over_aligned"`
 	Verified bool     `json:"verified"`
 	Notes    []string `json:"notes,omitempty"`
+	// Through is the O_DIRECT against O_DIRECT comparison (--through).
+	Through *ThroughResult `json:"through_result,omitempty"`
 }
 
 // nfsHooks are test seams.
@@ -84,7 +89,23 @@ type nfsHooks struct {
 // open or from the first pwritev, as on filesystems that want aligned
 // vectors) the nfs phase is redone with buffered writes and says so.
 func NFSWrite(ctx context.Context, cfg NFSWriteConfig) (*NFSWriteResult, error) {
-	return nfsWrite(ctx, cfg, nfsHooks{})
+	var res *NFSWriteResult
+	if cfg.Path != "" || cfg.Through == nil {
+		var err error
+		if res, err = nfsWrite(ctx, cfg, nfsHooks{}); err != nil {
+			return res, err
+		}
+	} else {
+		res = &NFSWriteResult{Benchmark: "nfswrite", Config: cfg}
+	}
+	if cfg.Through != nil {
+		t, err := ThroughNFS(ctx, *cfg.Through)
+		if err != nil {
+			return res, err
+		}
+		res.Through = t
+	}
+	return res, nil
 }
 
 func nfsWrite(ctx context.Context, cfg NFSWriteConfig, h nfsHooks) (res *NFSWriteResult, err error) {
@@ -394,6 +415,9 @@ func (res *NFSWriteResult) WriteJSON(w io.Writer) error {
 
 // WriteTable writes the result for people.
 func (res *NFSWriteResult) WriteTable(w io.Writer) error {
+	if len(res.Phases) == 0 && res.Through != nil {
+		return res.Through.WriteTable(w)
+	}
 	fmt.Fprintf(w, "nfswrite: %s per file, nfsd's vector %s, fsync before close\n\n", FormatSize(res.Config.Size), res.Iovec)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "phase\tfile\tcalls\tO_DIRECT\tseconds\tMiB/s\tost_read\tost_write\trmw")
@@ -422,6 +446,10 @@ func (res *NFSWriteResult) WriteTable(w io.Writer) error {
 	fmt.Fprintln(w, "note: ost_read, ost_write: OST RPCs during the phase (whole filesystem); rmw: client read-modify-writes; n/a: not on stripefs")
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if res.Through != nil {
+		fmt.Fprintln(w)
+		return res.Through.WriteTable(w)
 	}
 	return nil
 }

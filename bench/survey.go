@@ -50,6 +50,10 @@ type SurveyConfig struct {
 	FiemapFail bool
 	// DropCaches empties the page cache before read passes (root).
 	DropCaches bool
+	// Through, if set, adds the through-the-mount rewrite test
+	// (ThroughRewrite) in a directory of a mount of the same cluster,
+	// while FiemapFail holds.
+	Through *ThroughConfig
 }
 
 // SurveyTests are the tests Survey knows, in the order they run.
@@ -115,8 +119,10 @@ type SurveyResult struct {
 	Sync       bool         `json:"sync"`
 	FiemapFail bool         `json:"fiemap_fail"`
 	OST        []SurveyPass `json:"ost"`
-	Reference  []SurveyPass `json:"reference,omitempty"`
-	RefDir     string       `json:"reference_dir,omitempty"`
+	// Through is the same comparison through a mount (--through).
+	Through   *ThroughResult `json:"through,omitempty"`
+	Reference []SurveyPass   `json:"reference,omitempty"`
+	RefDir    string         `json:"reference_dir,omitempty"`
 	// RewriteOverWrite is rewrite MiB/s over write MiB/s on the OSTs (the
 	// figure the second field report is about: 1.0 or more is right).
 	RewriteOverWrite    float64            `json:"rewrite_over_write,omitempty"`
@@ -294,6 +300,14 @@ func Survey(ctx context.Context, c SurveyConfig, progress func(string)) (*Survey
 			return nil, err
 		}
 		res.Reference, res.RefDir = ref, c.RefDir
+	}
+	if c.Through != nil {
+		progress("through the mount: write and rewrite in " + c.Through.Dir)
+		t, err := ThroughRewrite(ctx, *c.Through)
+		if err != nil {
+			return nil, err
+		}
+		res.Through = t
 	}
 	res.ratios()
 	return res, nil
@@ -626,6 +640,10 @@ func (r *SurveyResult) WriteTable(w io.Writer) error {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if r.Through != nil {
+		fmt.Fprintln(w)
+		return r.Through.WriteTable(w)
 	}
 	return nil
 }

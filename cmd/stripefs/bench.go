@@ -19,6 +19,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/bench"
@@ -196,14 +197,36 @@ client read-modify-writes counted during it.`,
 	return cmd
 }
 
+// throughFlags are the through-the-mount comparison's flags, shared by
+// bench survey and bench nfswrite.
+type throughFlags struct {
+	c    bench.ThroughConfig
+	size sizeValue
+}
+
+func (t *throughFlags) add(f *pflag.FlagSet, what string) {
+	t.size = sizeValue(256 << 20)
+	f.StringVar(&t.c.Dir, "through", "", "also run "+what+" with plain syscalls in this directory of a mount (its layout is the files')")
+	f.Var(&t.size, "through-size", "with --through: bytes per stream and pass")
+	f.IntVar(&t.c.Streams, "through-streams", 1, "with --through: files written at once")
+	f.IntVar(&t.c.Rounds, "through-rounds", 3, "with --through: rounds (the ratio is taken within each)")
+}
+
+func (t *throughFlags) config() bench.ThroughConfig {
+	c := t.c
+	c.Size = int64(t.size)
+	return c
+}
+
 func surveyCmd() *cobra.Command {
 	var c bench.SurveyConfig
+	var through throughFlags
 	var ostSel, tests, data, refDir string
 	rsize, size := sizeValue(1<<20), sizeValue(256<<20)
 	var nOSTs int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "survey (--mgs ADDR | --data DIR) [--ost N|all] [--threads 4] [--objects 4] [--rsize 1MiB] [--size 256MiB] [--tests write,rewrite,read] [--ref-dir DIR] [--fiemap-fail] [--json]",
+		Use:   "survey (--mgs ADDR | --data DIR) [--ost N|all] [--threads 4] [--objects 4] [--rsize 1MiB] [--size 256MiB] [--tests write,rewrite,read] [--ref-dir DIR] [--fiemap-fail] [--through DIR] [--json]",
 		Short: "obdfilter-survey: drive OSTs over RPC (write, rewrite, read) and compare with raw file writes",
 		Long: `An obdfilter-survey-style benchmark. It talks to the OSTs directly over RPC,
 with no client cache or mount in the way: each selected OST gets --objects
@@ -223,7 +246,14 @@ fallback is what is measured.
 With --data DIR the survey starts its own cluster in this process (1 MDT,
 --osts OSTs, on loopback TCP, data in DIR/fs) and writes the reference files
 in DIR/ref, on the same disk. With --mgs it uses a running cluster and
-writes the reference in --ref-dir, if given.`,
+writes the reference in --ref-dir, if given.
+
+--through DIR (a directory on a mount) adds what a user measures with plain
+programs: --through-streams files of --through-size written with 1 MiB
+pwrites and fsync'd, then written again and fsync'd, buffered and with
+O_DIRECT, in --through-rounds rounds; rewrite/write is taken within each
+round. With --through and neither --mgs nor --data, the cluster is the
+mount's. --fiemap-fail holds for the through passes too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.RSize, c.Size = int64(rsize), int64(size)
@@ -259,8 +289,18 @@ writes the reference in --ref-dir, if given.`,
 				if refDir == "" {
 					refDir = filepath.Join(data, "ref")
 				}
+			case c.MGS == "" && through.c.Dir != "":
+				addr, err := mgsOf("", []string{through.c.Dir})
+				if err != nil {
+					return fmt.Errorf("--through: %w", err)
+				}
+				c.MGS = addr
 			case c.MGS == "":
 				return fmt.Errorf("give --mgs ADDR (a running cluster) or --data DIR (start one here)")
+			}
+			if through.c.Dir != "" {
+				tc := through.config()
+				c.Through = &tc
 			}
 			if refDir != "" {
 				if err := os.MkdirAll(refDir, 0o755); err != nil {
@@ -287,15 +327,17 @@ writes the reference in --ref-dir, if given.`,
 	f.BoolVar(&c.FiemapFail, "fiemap-fail", false, "make the OSTs' FIEMAP fail for the run, to measure the SEEK_DATA fallback")
 	f.BoolVar(&c.DropCaches, "drop-caches", false, "drop the page cache before read passes (root)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	through.add(f, "write and rewrite")
 	return cmd
 }
 
 func nfswriteCmd() *cobra.Command {
 	var c bench.NFSWriteConfig
+	var through throughFlags
 	size := sizeValue(256 << 20)
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "nfswrite -o PATH [-s 256MiB] [--keep] [--aligned-direct] [--json]",
+		Use:   "nfswrite (-o PATH | --through DIR) [-s 256MiB] [--keep] [--aligned-direct] [--through-size 256MiB] [--through-streams 1] [--through-rounds 3] [--json]",
 		Short: "Write as kernel nfsd does (unaligned O_DIRECT pwritev) and with aligned pwrites; compare",
 		Long: `Reproduces the third field report: kernel nfsd hands a 1 MiB WRITE to the
 filesystem as a vector whose first element is a partial page (the RPC header
@@ -308,10 +350,21 @@ cause no reads. If the filesystem refuses O_DIRECT with an unaligned vector
 (EINVAL), the nfs phase is written buffered and the output says so. Both files
 are read back and verified, then removed unless --keep. --aligned-direct adds
 1 MiB O_DIRECT pwrites to PATH.direct, to tell O_DIRECT's cost from the
-vector shape's.`,
+vector shape's.
+
+--through DIR (a directory on a mount) compares like with like, as a user
+re-exporting the mount would: O_DIRECT 1 MiB pwrites from an aligned buffer
+against O_DIRECT pwritevs of nfsd's vector, --through-streams files of
+--through-size at once, in --through-rounds rounds of alternating order,
+nfs/aligned taken within each round, with the OST reads of every pass.
+-o may then be left out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Size = int64(size)
+			if through.c.Dir != "" {
+				tc := through.config()
+				c.Through = &tc
+			}
 			ctx, stop := interruptible()
 			defer stop()
 			res, err := bench.NFSWrite(ctx, c)
@@ -323,6 +376,7 @@ vector shape's.`,
 	cmd.Flags().BoolVar(&c.Keep, "keep", false, "keep the test files")
 	cmd.Flags().BoolVar(&c.AlignedDirect, "aligned-direct", false, "add a phase of aligned 1 MiB O_DIRECT pwrites")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	through.add(cmd.Flags(), "aligned against nfsd-shaped O_DIRECT writes")
 	return cmd
 }
 
