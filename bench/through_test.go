@@ -27,7 +27,7 @@ func TestThroughRewrite(t *testing.T) {
 		}
 	}
 	for _, c := range res.Comparisons {
-		if len(c.Ratios) != 2 || c.Median <= 0 || c.Min > c.Median {
+		if len(c.Ratios) != 2 || c.Median <= 0 || c.Min > c.Median || c.Best <= 0 {
 			t.Errorf("comparison %+v", c)
 		}
 	}

@@ -105,7 +105,15 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		// node it has forgotten (LOOKUP of "." and ".."): what kernel nfsd
 		// and open_by_handle_at need to re-export the mount. Node ids are
 		// FID-derived, so any id the kernel presents can be answered.
-		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT,
+		//
+		// Async direct I/O lets the kernel send every request of one
+		// O_DIRECT call at once instead of one after another (libfuse's
+		// default too). nfsd's 1 MiB vector [3500-byte head, 255 pages,
+		// 596-byte tail] spans 257 pages and reaches us as two requests;
+		// in flight together, the 596-byte one costs little more than its
+		// copy (bench nfswrite --through: nfs/aligned medians 0.95-0.96
+		// without it, 1.01-1.06 with it).
+		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT | fuse.CAP_ASYNC_DIO,
 	}
 	if mo.FsName == "" {
 		mo.FsName = "stripefs"
