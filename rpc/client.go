@@ -103,6 +103,8 @@ type Client struct {
 	mustReplay bool
 	// Replayed counts changes sent again after a server restart.
 	Replayed atomic.Int64
+
+	callbacks [256]Handler // the server's calls to us (callback.go)
 }
 
 // keptCall is a change the server has not yet committed.
@@ -129,6 +131,9 @@ type clientConn struct {
 	pending map[uint64]*Call
 	nextID  uint64
 	err     error // set once the connection is dead
+
+	callbacks *[256]Handler // the Client's, for the server's callbacks
+	name      string
 }
 
 // Close closes the connection; calls in flight fail.
@@ -293,7 +298,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		return nil, fmt.Errorf("hello: %w", err)
 	}
 	_ = nc.SetDeadline(time.Time{})
-	cc := &clientConn{c: nc, pending: map[uint64]*Call{}}
+	cc := &clientConn{c: nc, pending: map[uint64]*Call{}, callbacks: &c.callbacks, name: c.Name}
 	if c.Replay {
 		cc.lost = func() { c.redialSoon(cc) }
 	}
@@ -574,6 +579,14 @@ func (cc *clientConn) readLoop(r *bufio.Reader) {
 			return
 		}
 		h, err := DecodeHeader(hb)
+		if err == nil && h.Kind == KindRequest {
+			// The server calling us back (callback.go).
+			if err := cc.serveCallback(r, h, cc.callbacks, cc.name); err != nil {
+				cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
+				return
+			}
+			continue
+		}
 		if err == nil && h.Kind != KindReply {
 			err = fmt.Errorf("%w: kind %d where a reply belongs", ErrBadFrame, h.Kind)
 		}

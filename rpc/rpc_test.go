@@ -234,8 +234,10 @@ func TestBadFrames(t *testing.T) {
 		"truncated header":  hello()[:10],
 		"oversized message": append(hello(), frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: MaxMsg + 1})...),
 		"oversized bulk":    append(hello(), frame(Header{Kind: KindRequest, Method: mEcho, BulkLen: 1 << 31})...),
-		"reply from client": append(hello(), frame(Header{Kind: KindReply})...),
-		"truncated body":    append(hello(), append(frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: 100}), 1, 2, 3)...),
+		// A reply frame from a client answers a callback
+		// (TestCallbackUnaskedReply); a hello frame mid-stream is wrong.
+		"hello twice":    append(hello(), hello()...),
+		"truncated body": append(hello(), append(frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: 100}), 1, 2, 3)...),
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -115,6 +115,8 @@ type Server struct {
 	mu    sync.Mutex
 	lis   []net.Listener
 	conns map[net.Conn]struct{}
+	// byClient is each client's newest connection, for callbacks.
+	byClient map[string]*serverConn
 	pipes map[string]string // in-process connection name → its peer address (callDirect)
 	wg    sync.WaitGroup
 	done  bool
@@ -122,7 +124,8 @@ type Server struct {
 
 // NewServer returns a server with no handlers.
 func NewServer(name string) *Server {
-	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}, pipes: map[string]string{}, Boot: NewUUID()}
+	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}, pipes: map[string]string{}, Boot: NewUUID(),
+		byClient: map[string]*serverConn{}}
 	s.handlers[MethodStats] = s.serveStats
 	return s
 }
@@ -198,6 +201,12 @@ type serverConn struct {
 	peer string
 	uuid string // from the client's hello
 	name string
+
+	// Callbacks to the client on this connection (callback.go).
+	cbMu      sync.Mutex
+	cbPending map[uint64]*pendingCallback
+	cbNext    uint64
+	cbDead    bool
 }
 
 func (s *Server) serveConn(c net.Conn) {
@@ -208,7 +217,8 @@ func (s *Server) serveConn(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	sc := &serverConn{s: s, c: c, peer: c.RemoteAddr().String()}
+	sc := &serverConn{s: s, c: c, peer: c.RemoteAddr().String(), cbPending: map[uint64]*pendingCallback{}}
+	defer sc.failCallbacks(fmt.Errorf("%w: connection closed", ErrDisconnected))
 	if name, ok := pipeName(sc.peer); ok {
 		// Direct calls of the client at the other end run as ours.
 		s.mu.Lock()
@@ -225,6 +235,18 @@ func (s *Server) serveConn(c net.Conn) {
 		log.Printf("%s: %s: %v", s.Name, sc.peer, err)
 		return
 	}
+	if sc.uuid != "" {
+		s.mu.Lock()
+		s.byClient[sc.uuid] = sc
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			if s.byClient[sc.uuid] == sc {
+				delete(s.byClient, sc.uuid)
+			}
+			s.mu.Unlock()
+		}()
+	}
 	if hook := s.ConnHook; hook != nil && sc.uuid != "" {
 		hook(sc.uuid, sc.name, true)
 		defer hook(sc.uuid, sc.name, false)
@@ -240,6 +262,13 @@ func (s *Server) serveConn(c net.Conn) {
 			return
 		}
 		h, err := DecodeHeader(hb)
+		if err == nil && h.Kind == KindReply {
+			// The answer to one of our callbacks (callback.go).
+			if err := sc.readCallbackReply(r, h); err != nil {
+				return
+			}
+			continue
+		}
 		if err == nil && h.Kind != KindRequest {
 			err = fmt.Errorf("%w: kind %d where a request belongs", ErrBadFrame, h.Kind)
 		}
@@ -325,32 +354,8 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 	if sc.s.Committed != nil {
 		out.Committed = sc.s.Committed()
 	}
-	var msg []byte
-	var bulk [][]byte
-	if err != nil {
-		var errno syscall.Errno
-		if errors.As(err, &errno) && errno != 0 {
-			out.Status = int32(errno)
-		} else {
-			out.Status = StatusError
-			msg = wire.Marshal(nil, &wireError{Text: err.Error()})
-		}
-	} else {
-		switch m := reply.Msg.(type) {
-		case nil:
-		case RawMsg:
-			msg = m
-		default:
-			msg = wire.Marshal(nil, reply.Msg)
-		}
-		bulk = reply.Bulk
-	}
-	n := 0
-	for _, b := range bulk {
-		n += len(b)
-	}
-	sc.s.Stats.reply(h.Method, int64(n))
-	out.BulkLen = uint32(n)
+	out, msg, bulk := replyFrame(out, reply, err)
+	sc.s.Stats.reply(h.Method, int64(out.BulkLen))
 	_ = sc.write(out, msg, bulk)
 }
 
