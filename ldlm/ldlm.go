@@ -186,9 +186,11 @@ type Namespace struct {
 	seq      uint64
 }
 
-// New returns an empty namespace.
-func New() *Namespace {
-	return &Namespace{res: map[proto.FID]*resource{}, byID: map[ID]*Lock{}, byClient: map[string]map[ID]*Lock{}}
+// New returns an empty namespace whose ids start after first: a
+// restarted server starts past its last start's ids (a clock reading),
+// so a replayed lock's id is never one it has given out again.
+func New(first ID) *Namespace {
+	return &Namespace{res: map[proto.FID]*resource{}, byID: map[ID]*Lock{}, byClient: map[string]map[ID]*Lock{}, next: first}
 }
 
 func (r *Request) check() error {
@@ -442,12 +444,15 @@ func (ns *Namespace) Evict(client string) Effects {
 }
 
 // Replay puts back a lock a client held before the server restarted
-// (Lustre's lock replay), under its old id if that is free. It is
-// refused if it conflicts with a lock granted meanwhile.
+// (Lustre's lock replay), under its old id. It is refused if that id is
+// taken or it conflicts with a lock granted meanwhile.
 func (ns *Namespace) Replay(l Lock) (*Lock, error) {
 	r := Request{Res: l.Res, Client: l.Client, Kind: l.Kind, Mode: l.Mode, Bits: l.Bits, Start: l.Start, End: l.End}
-	if err := r.check(); err != nil || l.Server {
+	if err := r.check(); err != nil || l.Server || l.ID == 0 {
 		return nil, fmt.Errorf("%w: replay of %v", ErrInvalid, &l)
+	}
+	if ns.byID[l.ID] != nil {
+		return nil, fmt.Errorf("%w: replay of %v: its id is taken", ErrConflict, &l)
 	}
 	rs := ns.res[l.Res]
 	if rs == nil {

@@ -42,7 +42,7 @@ type step struct {
 
 func run(t *testing.T, steps []step) {
 	t.Helper()
-	ns := New()
+	ns := New(0)
 	locks := map[string]*Lock{}
 	nameOf := func(l *Lock) string {
 		for n, x := range locks {
@@ -228,7 +228,7 @@ func TestConflictMatrix(t *testing.T) {
 }
 
 func TestInvalidRequests(t *testing.T) {
-	ns := New()
+	ns := New(0)
 	for _, r := range []Request{
 		{Res: f1, Kind: KindExtent, Mode: PW, Start: 0, End: 1},                                 // no client
 		{Res: f1, Client: "A", Kind: KindExtent, Mode: PW, Start: 5, End: 5},                    // empty
@@ -254,7 +254,7 @@ func TestInvalidRequests(t *testing.T) {
 // After a restart, clients put back what they held; what conflicts with a
 // lock granted since is refused, and new locks never reuse replayed ids.
 func TestReplay(t *testing.T) {
-	ns := New()
+	ns := New(0)
 	a, err := ns.Replay(Lock{ID: 7, Res: f1, Client: "A", Kind: KindExtent, Mode: PW, Start: 0, End: EOF})
 	if err != nil || a.ID != 7 || !a.Granted {
 		t.Fatalf("replay: %v %v", a, err)
@@ -262,8 +262,11 @@ func TestReplay(t *testing.T) {
 	if _, err := ns.Replay(Lock{ID: 8, Res: f1, Client: "B", Kind: KindExtent, Mode: PR, Start: 0, End: 10}); !errors.Is(err, ErrConflict) {
 		t.Errorf("conflicting replay: %v", err)
 	}
-	if _, err := ns.Replay(Lock{ID: 7, Res: f1, Client: "B", Kind: KindBits, Mode: PR, Bits: Lookup}); err != nil {
+	if _, err := ns.Replay(Lock{ID: 7, Res: f1, Client: "B", Kind: KindBits, Mode: PR, Bits: Lookup}); !errors.Is(err, ErrConflict) {
 		t.Errorf("replay under a taken id: %v", err)
+	}
+	if _, err := ns.Replay(Lock{ID: 6, Res: f1, Client: "B", Kind: KindBits, Mode: PR, Bits: Lookup}); err != nil {
+		t.Errorf("replay: %v", err)
 	}
 	if _, err := ns.Replay(Lock{ID: 9, Res: f1, Client: "B", Kind: KindBits, Mode: EX, Bits: Lookup, Server: true}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("replay of a server lock: %v", err)
@@ -280,7 +283,7 @@ func TestReplay(t *testing.T) {
 // A long random run keeps the invariant that matters: no two granted
 // locks conflict, and every waiting request is blocked by something.
 func TestRandomInvariant(t *testing.T) {
-	ns := New()
+	ns := New(0)
 	clients := []string{"A", "B", "C"}
 	var live []ID
 	seed := uint64(1)

@@ -1,0 +1,361 @@
+package lockd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// fakeNet delivers callbacks to in-test clients; a client not in it has
+// no connection.
+type fakeNet struct {
+	mu      sync.Mutex
+	clients map[string]func(method uint16, req any) (proto.LVB, error)
+	calls   []string
+}
+
+func (n *fakeNet) Callback(ctx context.Context, client string, method uint16, req, resp any) error {
+	n.mu.Lock()
+	h := n.clients[client]
+	n.calls = append(n.calls, fmt.Sprintf("%s:%d", client, method))
+	n.mu.Unlock()
+	if h == nil {
+		return rpc.ErrNoConnection
+	}
+	type result struct {
+		lvb proto.LVB
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		lvb, err := h(method, req)
+		ch <- result{lvb, err}
+	}()
+	select {
+	case r := <-ch:
+		switch x := resp.(type) {
+		case *proto.BlockingReply:
+			x.LVB = r.lvb
+		case *proto.GlimpseReply:
+			x.LVB = r.lvb
+		}
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *fakeNet) set(client string, h func(method uint16, req any) (proto.LVB, error)) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if h == nil {
+		delete(n.clients, client)
+	} else {
+		n.clients[client] = h
+	}
+}
+
+type fakeStore struct {
+	mu      sync.Mutex
+	attr    map[proto.FID]proto.Attr
+	evicted []string
+	reg     map[string]bool
+}
+
+func (s *fakeStore) Attr(fid proto.FID) (proto.Attr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attr[fid], nil
+}
+
+func (s *fakeStore) Merge(fid proto.FID, lvb proto.LVB) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.attr[fid]
+	a.Size, a.Mtime = max(a.Size, lvb.Size), max(a.Mtime, lvb.Mtime)
+	s.attr[fid] = a
+	return nil
+}
+
+func (s *fakeStore) Register(client, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reg[client] = true
+	return nil
+}
+
+func (s *fakeStore) Evicted(client string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.evicted = append(s.evicted, client)
+}
+
+var fa = proto.FID{Seq: 7, Oid: 1}
+
+func setup(timeout time.Duration) (*Service, *fakeNet, *fakeStore) {
+	n := &fakeNet{clients: map[string]func(uint16, any) (proto.LVB, error){}}
+	st := &fakeStore{attr: map[proto.FID]proto.Attr{fa: {FID: fa, Size: 100}}, reg: map[string]bool{}}
+	return New(Config{Name: "mdtX", Timeout: timeout}, n, st), n, st
+}
+
+func pw(s, e uint64) *proto.LockEnqueueReq {
+	return &proto.LockEnqueueReq{Lock: proto.LockDesc{Res: fa, Kind: proto.LockExtent, Mode: proto.LockPW, Start: s, End: e}}
+}
+
+func pr(s, e uint64) *proto.LockEnqueueReq {
+	return &proto.LockEnqueueReq{Lock: proto.LockDesc{Res: fa, Kind: proto.LockExtent, Mode: proto.LockPR, Start: s, End: e}}
+}
+
+// A conflicting enqueue calls the holder back, waits for its answer, and
+// is granted with the size the holder's LVB reported.
+func TestEnqueueCallsBackAndMerges(t *testing.T) {
+	s, n, st := setup(5 * time.Second)
+	ctx := context.Background()
+	a, err := s.Enqueue(ctx, "A", "a", pw(0, 4096))
+	if err != nil || a.Lock.Start != 0 || a.Lock.End != proto.LockEOF || a.Attr.Size != 100 {
+		t.Fatalf("first writer: %+v %v", a, err)
+	}
+	if !st.reg["A"] {
+		t.Error("a data-lock holder was not registered for recovery")
+	}
+	n.set("A", func(m uint16, req any) (proto.LVB, error) {
+		if r := req.(*proto.BlockingReq); m != proto.CBBlocking || r.ID != a.Lock.ID {
+			t.Errorf("callback %d %+v", m, r)
+		}
+		return proto.LVB{Valid: true, Size: 5000, Mtime: 42}, nil
+	})
+	b, err := s.Enqueue(ctx, "B", "b", pr(0, 10))
+	if err != nil || b.Attr.Size != 5000 || b.Attr.Mtime != 42 {
+		t.Fatalf("reader after the writer: %+v %v", b, err)
+	}
+	if c := s.Counters(); counter(c, "ldlm_callbacks_sent") != 1 || counter(c, "ldlm_locks_now") != 1 || counter(c, "ldlm_waits") != 1 {
+		t.Errorf("counters %v", c)
+	}
+}
+
+func counter(cs []rpc.Counter, name string) int64 {
+	for _, c := range cs {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	panic(name)
+}
+
+// A holder that never answers (killed: no connection) is evicted once the
+// timeout passes; the waiter goes ahead, the evicted client's requests are
+// refused, and its data is not merged.
+func TestSilentHolderIsEvicted(t *testing.T) {
+	s, _, st := setup(300 * time.Millisecond)
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, "A", "a", pw(0, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	b, err := s.Enqueue(ctx, "B", "b", pw(0, 10))
+	took := time.Since(start)
+	if err != nil || took < 250*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("waiter behind a dead holder: %v after %v", err, took)
+	}
+	if b.Attr.Size != 100 {
+		t.Errorf("size %d: the evicted writer's unreported data counted", b.Attr.Size)
+	}
+	if !s.IsEvicted("A") || len(st.evicted) != 1 || st.evicted[0] != "A" {
+		t.Errorf("A not evicted: %v", st.evicted)
+	}
+	if _, err := s.Enqueue(ctx, "A", "a", pr(0, 10)); !errors.Is(err, ErrEvicted) {
+		t.Errorf("evicted client's enqueue: %v", err)
+	}
+	if g := s.TryBits("A", fa, proto.LockLookup); g.ID != 0 {
+		t.Error("an evicted client got a metadata lock")
+	}
+}
+
+// A holder whose answer is slow but within the timeout is not evicted; a
+// client that reconnects within it gets the callback then.
+func TestHolderReconnects(t *testing.T) {
+	s, n, _ := setup(2 * time.Second)
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, "A", "a", pw(0, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond) // between connections meanwhile
+		n.set("A", func(uint16, any) (proto.LVB, error) { return proto.LVB{}, nil })
+	}()
+	if _, err := s.Enqueue(ctx, "B", "b", pw(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if s.IsEvicted("A") {
+		t.Error("a client that came back in time was evicted")
+	}
+}
+
+// A waiter whose asker gives up is withdrawn, and does not block those
+// behind it.
+func TestWithdrawnWaiter(t *testing.T) {
+	s, n, _ := setup(5 * time.Second)
+	release := make(chan struct{})
+	n.set("A", func(uint16, any) (proto.LVB, error) { <-release; return proto.LVB{}, nil })
+	if _, err := s.Enqueue(context.Background(), "A", "a", pw(0, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := s.Enqueue(ctx, "B", "b", pw(0, 10))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("given-up enqueue: %v", err)
+	}
+	close(release)
+	c, err := s.Enqueue(context.Background(), "C", "c", pr(0, 10))
+	if err != nil || c.Lock.ID == 0 {
+		t.Fatalf("enqueue after a withdrawn one: %v", err)
+	}
+	if got := counter(s.Counters(), "ldlm_locks_now"); got != 1 {
+		t.Errorf("%d locks held, want only C's", got)
+	}
+}
+
+// A resent enqueue (same cookie) gets the lock already granted, not a
+// second one.
+func TestResentEnqueue(t *testing.T) {
+	s, _, _ := setup(time.Second)
+	r := pw(0, 10)
+	r.Cookie = 99
+	a, err := s.Enqueue(context.Background(), "A", "a", r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Enqueue(context.Background(), "A", "a", r)
+	if err != nil || b.Lock.ID != a.Lock.ID {
+		t.Fatalf("resend got %+v, first %+v (%v)", b, a, err)
+	}
+	if got := counter(s.Counters(), "ldlm_locks_now"); got != 1 {
+		t.Errorf("%d locks after a resend", got)
+	}
+}
+
+// A change calls back the other clients' metadata locks, not the asker's,
+// and blocks new grants until released.
+func TestChangeLocks(t *testing.T) {
+	s, n, _ := setup(time.Second)
+	var called []string
+	var mu sync.Mutex
+	for _, c := range []string{"A", "B"} {
+		n.set(c, func(uint16, any) (proto.LVB, error) {
+			mu.Lock()
+			called = append(called, c)
+			mu.Unlock()
+			return proto.LVB{}, nil
+		})
+	}
+	ga := s.TryBits("A", fa, proto.LockLookup|proto.LockUpdate)
+	gb := s.TryBits("B", fa, proto.LockUpdate)
+	if ga.ID == 0 || gb.ID == 0 {
+		t.Fatal("metadata locks not granted")
+	}
+	rel, err := s.Change(context.Background(), "A", proto.LockUpdate, fa, fa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(called) != 1 || called[0] != "B" {
+		t.Errorf("called back %v, want only B", called)
+	}
+	if g := s.TryBits("C", fa, proto.LockUpdate); g.ID != 0 {
+		t.Error("a metadata lock was granted during a change")
+	}
+	rel()
+	if g := s.TryBits("C", fa, proto.LockUpdate); g.ID == 0 {
+		t.Error("no metadata lock after the change")
+	}
+}
+
+// A stat glimpses other writers for their sizes; a dead one is evicted.
+func TestGlimpse(t *testing.T) {
+	s, n, _ := setup(300 * time.Millisecond)
+	ctx := context.Background()
+	n.set("A", func(m uint16, req any) (proto.LVB, error) {
+		if m == proto.CBBlocking {
+			return proto.LVB{}, nil
+		}
+		return proto.LVB{Valid: true, Size: 7777, Mtime: 9}, nil
+	})
+	if _, err := s.Enqueue(ctx, "A", "a", pw(0, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	a := proto.Attr{Size: 100}
+	s.Glimpse(fa, "C", &a)
+	if a.Size != 7777 || a.Mtime != 9 {
+		t.Errorf("glimpsed %+v", a)
+	}
+	a = proto.Attr{Size: 100}
+	s.Glimpse(fa, "A", &a) // the writer asking itself: nothing to ask
+	if a.Size != 100 {
+		t.Errorf("a writer glimpsed itself: %+v", a)
+	}
+	n.set("A", nil)
+	s.Glimpse(fa, "C", &a)
+	if !s.IsEvicted("A") {
+		t.Error("a writer that cannot be glimpsed was not evicted")
+	}
+}
+
+// Replays are taken while the window is open, refused after.
+func TestReplayWindow(t *testing.T) {
+	s, _, _ := setup(time.Second)
+	open := true
+	s.Recovering = func() bool { return open }
+	r := &proto.LockReplayReq{Locks: []proto.LockDesc{
+		{ID: 5, Res: fa, Kind: proto.LockExtent, Mode: proto.LockPW, Start: 0, End: proto.LockEOF},
+		{ID: 6, Res: fa, Kind: proto.LockBits, Mode: proto.LockPR, Bits: proto.LockLookup},
+	}}
+	out, err := s.Replay("A", r)
+	if err != nil || !out.OK[0] || !out.OK[1] {
+		t.Fatalf("replay in the window: %+v %v", out, err)
+	}
+	out, _ = s.Replay("B", &proto.LockReplayReq{Locks: []proto.LockDesc{{ID: 7, Res: fa, Kind: proto.LockExtent, Mode: proto.LockPR, Start: 0, End: 10}}})
+	if out.OK[0] {
+		t.Error("a conflicting replay was taken")
+	}
+	open = false
+	out, _ = s.Replay("C", &proto.LockReplayReq{Locks: []proto.LockDesc{{ID: 8, Res: proto.FID{Seq: 9}, Kind: proto.LockBits, Mode: proto.LockPR, Bits: 1}}})
+	if out.OK[0] {
+		t.Error("a replay after the window was taken")
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	s, _, _ := setup(time.Second)
+	ctx := context.Background()
+	for _, r := range []*proto.LockEnqueueReq{
+		{Lock: proto.LockDesc{Res: fa, Kind: proto.LockBits, Mode: proto.LockPR, Bits: 1}}, // metadata locks come with replies
+		{Lock: proto.LockDesc{Res: fa, Kind: proto.LockExtent, Mode: 3, Start: 0, End: 1}},
+		{Lock: proto.LockDesc{Res: fa, Kind: proto.LockExtent, Mode: proto.LockPW, Start: 10, End: 10}},
+		{Lock: proto.LockDesc{Res: fa, Kind: proto.LockExtent, Mode: proto.LockPW, Start: 0, End: 10}, Align: 1 << 50},
+	} {
+		if _, err := s.Enqueue(ctx, "A", "a", r); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+	if _, err := s.Enqueue(ctx, "", "", pw(0, 1)); !errors.Is(err, syscall.EPROTO) {
+		t.Errorf("enqueue without identity: %v", err)
+	}
+	if err := s.Cancel("A", &proto.LockCancelReq{IDs: []uint64{1, 2}, LVBs: []proto.LVB{{}}}); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("cancel with mismatched LVBs: %v", err)
+	}
+	// Another client's lock is not cancelled by a stranger.
+	a, _ := s.Enqueue(ctx, "A", "a", pw(0, 1))
+	if err := s.Cancel("B", &proto.LockCancelReq{IDs: []uint64{a.Lock.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter(s.Counters(), "ldlm_locks_now"); got != 1 {
+		t.Error("a client cancelled another's lock")
+	}
+}
