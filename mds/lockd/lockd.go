@@ -87,7 +87,7 @@ type cookie struct {
 // Counters are the lock server's statistics.
 type Counters struct {
 	Granted, Cancelled, Callbacks, Glimpses, Evictions, Replayed, ReplayRefused, Waits atomic.Int64
-	CallbackNanos, CallbackMaxNanos                                                  atomic.Int64
+	CallbackNanos, CallbackMaxNanos                                                    atomic.Int64
 }
 
 // New returns a lock server that calls clients back through cb.
