@@ -253,6 +253,15 @@ func (ns *Namespace) Enqueue(r Request) (*Lock, Effects, error) {
 	if rs == nil {
 		rs = &resource{}
 	}
+	if r.Try && r.Kind == KindBits {
+		// The client holds these bits already (its cache expired, not its
+		// lock): the lock it has is the answer.
+		for _, g := range rs.granted {
+			if g.Client == r.Client && g.Kind == KindBits && g.Mode == PR && !g.Server && !g.CallbackSent && g.Bits&r.Bits == r.Bits {
+				return g, Effects{}, nil
+			}
+		}
+	}
 	blocked := ns.blockers(rs, l, len(rs.waiting))
 	if len(blocked) == 0 {
 		ns.admit(rs, l)

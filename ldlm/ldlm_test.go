@@ -178,6 +178,13 @@ func TestScenarios(t *testing.T) {
 			{name: "l", req: req(bits("C", PR, Lookup)), wantGranted: true}, // names are not the size
 			{name: "r", req: req(ext("C", PR, 0, 4096)), callbacks: []string{"w"}},
 		}},
+		{"a client asking again for bits it holds gets the lock it has", []step{
+			{name: "a", req: req(bits("A", PR, Lookup|Update)), wantGranted: true},
+			{name: "a", req: req(Request{Res: f1, Client: "A", Kind: KindBits, Mode: PR, Bits: Lookup, Try: true}), wantGranted: true},
+			{name: "b", req: req(Request{Res: f1, Client: "B", Kind: KindBits, Mode: PR, Bits: Lookup, Try: true}), wantGranted: true},
+			{name: "s", req: req(Request{Res: f1, Client: "B", Kind: KindBits, Mode: EX, Bits: Lookup, Server: true}), callbacks: []string{"a"}},
+			{cancel: "a", granted: []string{"s"}},
+		}},
 		{"server changes do not wait for data locks", []step{
 			{name: "w", req: req(ext("D", PW, 0, 4096)), wantGranted: true},
 			{name: "s", req: req(Request{Res: f1, Client: "C", Kind: KindBits, Mode: EX, Bits: Update | Lookup, Server: true}), wantGranted: true},

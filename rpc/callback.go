@@ -110,9 +110,10 @@ func replyFrame(out Header, reply Reply, err error) (Header, []byte, [][]byte) {
 
 // pendingCallback is a callback waiting for its reply.
 type pendingCallback struct {
-	resp any
-	done chan struct{}
-	err  error
+	resp    any
+	onReply func(error)
+	done    chan struct{}
+	err     error
 }
 
 // Callback calls client (a UUID from a hello) back over its newest
@@ -120,6 +121,15 @@ type pendingCallback struct {
 // ErrNoConnection when the client has none, and with ErrDisconnected when
 // the connection closes before the reply; ctx bounds the wait.
 func (s *Server) Callback(ctx context.Context, client string, method uint16, req, resp any) error {
+	return s.CallbackAnd(ctx, client, method, req, resp, nil)
+}
+
+// CallbackAnd is Callback that runs onReply, when the reply comes, on the
+// connection's reader before it reads anything the client sent after the
+// reply: what the reply says is in effect for every later request of the
+// client (a lock's cancel and the size it reported, before the client's
+// next stat).
+func (s *Server) CallbackAnd(ctx context.Context, client string, method uint16, req, resp any, onReply func(error)) error {
 	s.mu.Lock()
 	sc := s.byClient[client]
 	s.mu.Unlock()
@@ -130,7 +140,7 @@ func (s *Server) Callback(ctx context.Context, client string, method uint16, req
 	if len(msg) > MaxMsg {
 		return fmt.Errorf("rpc: callback too large (%d bytes)", len(msg))
 	}
-	pc := &pendingCallback{resp: resp, done: make(chan struct{})}
+	pc := &pendingCallback{resp: resp, onReply: onReply, done: make(chan struct{})}
 	sc.cbMu.Lock()
 	if sc.cbDead {
 		sc.cbMu.Unlock()
@@ -188,6 +198,9 @@ func (sc *serverConn) readCallbackReply(r *bufio.Reader, h Header) error {
 		pc.err = fmt.Errorf("%w: status %d", ErrBadFrame, h.Status)
 	case pc.resp != nil:
 		pc.err = wire.Unmarshal(msg, pc.resp)
+	}
+	if pc.onReply != nil {
+		pc.onReply(pc.err)
 	}
 	close(pc.done)
 	return nil

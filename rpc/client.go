@@ -105,6 +105,37 @@ type Client struct {
 	Replayed atomic.Int64
 
 	callbacks [256]Handler // the server's calls to us (callback.go)
+
+	// OnRestart, if set, runs on a new connection to a restarted server
+	// after the kept changes are replayed and before replay done is said,
+	// with a do that sends on that connection: where a client puts back
+	// its locks (Lustre's lock replay).
+	OnRestart func(ctx context.Context, do func(*Call) error)
+}
+
+// ID is the UUID the client sends now (Renew changes it).
+func (c *Client) ID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.UUID
+}
+
+// Renew makes the client a new one to its server: a new UUID, nothing
+// kept for replay, and a new connection. A client the server evicted
+// comes back so (its requests under the old UUID are refused, and what
+// it had not committed is lost, as the server forgot it).
+func (c *Client) Renew() {
+	c.mu.Lock()
+	c.UUID = NewUUID()
+	cc := c.conn
+	c.conn = nil
+	c.mu.Unlock()
+	c.replayMu.Lock()
+	c.kept, c.committed, c.boot, c.mustReplay = nil, 0, "", false
+	c.replayMu.Unlock()
+	if cc != nil {
+		cc.fail(fmt.Errorf("%w: renewed as a new client", ErrDisconnected))
+	}
 }
 
 // keptCall is a change the server has not yet committed.
@@ -261,7 +292,7 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	msg := wire.Marshal(nil, &hello{Version: Version, Name: c.Name, UUID: c.UUID})
+	msg := wire.Marshal(nil, &hello{Version: Version, Name: c.Name, UUID: c.ID()})
 	var wmu sync.Mutex
 	if err := writeFrame(&wmu, nc, Header{Kind: KindHello, MsgLen: uint32(len(msg))}, msg, nil); err != nil {
 		nc.Close()
@@ -412,6 +443,9 @@ func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) erro
 			continue
 		}
 		c.Replayed.Add(1)
+	}
+	if c.OnRestart != nil {
+		c.OnRestart(ctx, func(call *Call) error { return c.do(ctx, cc, call) })
 	}
 	err := c.do(ctx, cc, &Call{Method: MethodReplayDone})
 	switch {

@@ -117,9 +117,9 @@ type Server struct {
 	conns map[net.Conn]struct{}
 	// byClient is each client's newest connection, for callbacks.
 	byClient map[string]*serverConn
-	pipes map[string]string // in-process connection name → its peer address (callDirect)
-	wg    sync.WaitGroup
-	done  bool
+	pipes    map[string]string // in-process connection name → its peer address (callDirect)
+	wg       sync.WaitGroup
+	done     bool
 }
 
 // NewServer returns a server with no handlers.

@@ -36,9 +36,10 @@ const EvictedFor = 10 * time.Minute
 // the client takes as "reconnect as a new client".
 var ErrEvicted = syscall.ENOTCONN
 
-// Caller calls clients back (rpc.Server.Callback).
+// Caller calls clients back (rpc.Server.CallbackAnd): onReply runs as
+// the reply is read, before the client's later requests.
 type Caller interface {
-	Callback(ctx context.Context, client string, method uint16, req, resp any) error
+	CallbackAnd(ctx context.Context, client string, method uint16, req, resp any, onReply func(error)) error
 }
 
 // Store is what the lock server needs of its MDT.
@@ -276,7 +277,13 @@ func (s *Service) callBack(id ldlm.ID, client string, res proto.FID) {
 	s.ctr.Callbacks.Add(1)
 	start := time.Now()
 	var resp proto.BlockingReply
-	err := s.call(client, proto.CBBlocking, &proto.BlockingReq{ID: uint64(id), Res: res}, &resp)
+	// The cancel and the size it reports take effect as the answer is
+	// read: a stat the client sends after answering sees that size.
+	err := s.call(client, proto.CBBlocking, &proto.BlockingReq{ID: uint64(id), Res: res}, &resp, func(err error) {
+		if err == nil || errors.Is(err, syscall.ENOENT) {
+			s.cancel(id, resp.LVB)
+		}
+	})
 	took := time.Since(start)
 	s.ctr.CallbackNanos.Add(int64(took))
 	for {
@@ -287,9 +294,9 @@ func (s *Service) callBack(id ldlm.ID, client string, res proto.FID) {
 	}
 	switch {
 	case err == nil, errors.Is(err, syscall.ENOENT):
-		// ENOENT: the client no longer holds it (its own cancel crossed
-		// ours, or it dropped it when it lost its caches).
-		s.cancel(id, resp.LVB)
+		// Cancelled as the answer was read. ENOENT: the client no longer
+		// holds it (its own cancel crossed ours, or it dropped it when it
+		// lost its caches).
 	default:
 		s.mu.Lock()
 		gone := s.ns.Get(id) == nil
@@ -303,11 +310,11 @@ func (s *Service) callBack(id ldlm.ID, client string, res proto.FID) {
 
 // call makes a callback, waiting out a client between connections until
 // the timeout.
-func (s *Service) call(client string, method uint16, req, resp any) error {
+func (s *Service) call(client string, method uint16, req, resp any, onReply func(error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
 	for {
-		err := s.cb.Callback(ctx, client, method, req, resp)
+		err := s.cb.CallbackAnd(ctx, client, method, req, resp, onReply)
 		if !errors.Is(err, rpc.ErrNoConnection) && !errors.Is(err, rpc.ErrDisconnected) {
 			return err
 		}
@@ -442,7 +449,7 @@ func (s *Service) Glimpse(fid proto.FID, except string, a *proto.Attr) {
 			defer wg.Done()
 			s.ctr.Glimpses.Add(1)
 			var resp proto.GlimpseReply
-			err := s.call(t.client, proto.CBGlimpse, &proto.GlimpseReq{ID: uint64(t.id), Res: fid}, &resp)
+			err := s.call(t.client, proto.CBGlimpse, &proto.GlimpseReq{ID: uint64(t.id), Res: fid}, &resp, nil)
 			if err != nil {
 				if !errors.Is(err, syscall.ENOENT) {
 					s.Evict(t.client, fmt.Sprintf("no answer to a glimpse of %s: %v", fid, err))

@@ -21,7 +21,7 @@ type fakeNet struct {
 	calls   []string
 }
 
-func (n *fakeNet) Callback(ctx context.Context, client string, method uint16, req, resp any) error {
+func (n *fakeNet) CallbackAnd(ctx context.Context, client string, method uint16, req, resp any, onReply func(error)) error {
 	n.mu.Lock()
 	h := n.clients[client]
 	n.calls = append(n.calls, fmt.Sprintf("%s:%d", client, method))
@@ -45,6 +45,9 @@ func (n *fakeNet) Callback(ctx context.Context, client string, method uint16, re
 			x.LVB = r.lvb
 		case *proto.GlimpseReply:
 			x.LVB = r.lvb
+		}
+		if onReply != nil {
+			onReply(r.err)
 		}
 		return r.err
 	case <-ctx.Done():
