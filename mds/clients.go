@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/mds/recovery"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -218,7 +219,7 @@ func noteClient(b *pebble.Batch, c rpc.Caller, transno uint64) {
 // protocol, quota, the MGS, stats), which replays may themselves need.
 var windowOpen = func() map[uint16]bool {
 	open := map[uint16]bool{proto.MQuotaLimits: true, proto.MQuotaAcquire: true, proto.MOwner: true,
-		rpc.MethodReplayDone: true, rpc.MethodDisconnect: true}
+		rpc.MethodReplayDone: true, rpc.MethodDisconnect: true, proto.MLockReplay: true}
 	for m := range peerMethods {
 		open[m] = true
 	}
@@ -236,6 +237,9 @@ func (m *MDT) gateClients() {
 	m.Srv.Handle(rpc.MethodDisconnect, m.disconnect)
 	m.wrapMethods(windowOpen, func(next rpc.Handler) rpc.Handler {
 		return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+			if m.locks.IsEvicted(r.Client) {
+				return rpc.Reply{}, fmt.Errorf("mdt%d: request from client %q, which was evicted: %w", m.cfg.Index, r.Name, lockd.ErrEvicted)
+			}
 			if r.Flags&rpc.FlagReplay != 0 {
 				return m.replay(ctx, r, next)
 			}
@@ -329,6 +333,7 @@ func (m *MDT) replay(ctx context.Context, r *rpc.Request, next rpc.Handler) (rpc
 // this, so its changes are committed now, and it leaves the table so that
 // a restart does not wait for it.
 func (m *MDT) disconnect(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+	m.locks.Forget(r.Client)
 	m.clientsMu.Lock()
 	_, known := m.clients[r.Client]
 	delete(m.clients, r.Client)

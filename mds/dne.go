@@ -1227,7 +1227,7 @@ func (m *MDT) recoverFromPeers() {
 var peerMethods = map[uint16]bool{proto.MTxnApply: true, proto.MTxnApplyBatch: true, proto.MTxnStatus: true, proto.MTxnRedo: true,
 	proto.MTxnCancel: true, proto.MTxnList: true, proto.MTxnPull: true, proto.MReserveFIDs: true,
 	proto.MStripeFreeze: true, proto.MSetParam: true, proto.GConfig: true, proto.GRegister: true,
-	rpc.MethodStats: true}
+	rpc.MethodStats: true, proto.MLockRevoke: true}
 
 // wrapMethods wraps the handler of every registered method not in skip.
 func (m *MDT) wrapMethods(skip map[uint16]bool, wrap func(rpc.Handler) rpc.Handler) {

@@ -79,6 +79,7 @@ func (m *MDT) evictLost(uuid string) {
 		return
 	}
 	delete(l.timers, uuid)
+	m.locks.Forget(uuid) // a client gone this long holds nothing
 	name := l.names[uuid]
 	delete(l.names, uuid)
 	m.clientsMu.Lock()

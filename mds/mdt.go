@@ -24,6 +24,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -68,6 +69,9 @@ type Config struct {
 	// its coordinator is asked whether it lost its part (default 5s; the
 	// answer is safe at any age, asking early only wastes RPCs).
 	TxnAskAfter time.Duration
+	// LockTimeout is how long a client may take to answer a lock callback
+	// before it is evicted (default lockd.DefaultTimeout).
+	LockTimeout time.Duration
 }
 
 // DefaultCacheSize is an MDT's block cache unless configured.
@@ -137,6 +141,8 @@ type MDT struct {
 		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends, dtxDepSyncs atomic.Int64
 	}
 
+	locks *lockd.Service // the lock server (locks.go)
+
 	// Client table and recovery window (clients.go).
 	clientsMu    sync.RWMutex
 	clients      map[string]bool // uuids in the client table
@@ -180,6 +186,9 @@ func Open(cfg Config) (*MDT, error) {
 	}
 	if cfg.TxnAskAfter == 0 {
 		cfg.TxnAskAfter = 5 * time.Second
+	}
+	if cfg.LockTimeout <= 0 {
+		cfg.LockTimeout = lockd.DefaultTimeout
 	}
 	// The block cache is the MDT's metadata cache (Pebble's default is
 	// 8 MB): with tens of thousands of inodes, every lookup and getattr
@@ -235,6 +244,7 @@ func Open(cfg Config) (*MDT, error) {
 	m.Srv.ConnHook = m.connChange
 	m.Srv.Committed = m.committed.Load
 	m.register()
+	m.startLocks()
 	m.registerDNE()
 	m.registerStriped()
 	m.registerFsck()
@@ -257,7 +267,9 @@ func Open(cfg Config) (*MDT, error) {
 		return nil, err
 	}
 	prevCounters := m.Srv.Counters
-	m.Srv.Counters = func() []rpc.Counter { return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters()) }
+	m.Srv.Counters = func() []rpc.Counter {
+		return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters(), m.locks.Counters())
+	}
 	m.wg.Add(2)
 	go m.committer()
 	go m.sweeper()

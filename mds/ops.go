@@ -20,13 +20,13 @@ func (m *MDT) register() {
 	rpc.HandleFunc(s, proto.MLookup, m.lookup)
 	rpc.HandleFunc(s, proto.MGetattr, m.getattr)
 	rpc.HandleFunc(s, proto.MSetattr, m.setattr)
-	rpc.HandleFunc(s, proto.MCreate, m.create)
-	rpc.HandleFunc(s, proto.MMkdir, m.mkdir)
-	rpc.HandleFunc(s, proto.MSymlink, m.symlink)
+	rpc.HandleFunc(s, proto.MCreate, withGrant(m, m.create))
+	rpc.HandleFunc(s, proto.MMkdir, withGrant(m, m.mkdir))
+	rpc.HandleFunc(s, proto.MSymlink, withGrant(m, m.symlink))
 	rpc.HandleFunc(s, proto.MReadlink, m.readlink)
 	rpc.HandleFunc(s, proto.MUnlink, m.unlink)
 	rpc.HandleFunc(s, proto.MRename, m.rename)
-	rpc.HandleFunc(s, proto.MLink, m.link)
+	rpc.HandleFunc(s, proto.MLink, withGrant(m, m.link))
 	rpc.HandleFunc(s, proto.MReaddir, m.readdir)
 	rpc.HandleFunc(s, proto.MGetxattr, m.getxattr)
 	rpc.HandleFunc(s, proto.MSetxattr, m.setxattr)
@@ -85,24 +85,36 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 		}
 		fid, mode = d.FID, d.Mode
 	}
+	want := r.Want
+	if r.Name == "." || r.Name == ".." {
+		want = 0 // not an entry of the directory: nothing to guard
+	}
 	if fid.MDT() != m.cfg.Index {
 		// A remote directory, or a remote entry of a file (a cross-MDT
-		// link or rename): its MDT has the attributes.
-		return &proto.AttrReply{Attr: proto.Attr{FID: fid, Mode: mode}, Remote: true}, nil
+		// link or rename): its MDT has the attributes; the entry is ours
+		// to guard.
+		return &proto.AttrReply{Attr: proto.Attr{FID: fid, Mode: mode}, Remote: true, Lock: m.grantMeta(ctx, fid, want)}, nil
 	}
+	// The lock first, then the inode: a change that calls the lock back
+	// is made after the grant, so what is read below is never older than
+	// what the lock lets the client keep.
+	g := m.grantMeta(ctx, fid, want)
 	n, err := m.getInode(fid)
 	if err != nil {
 		return nil, err
 	}
-	return &proto.AttrReply{Attr: n.Attr}, nil
+	m.glimpse(ctx, &n.Attr)
+	return &proto.AttrReply{Attr: n.Attr, Lock: g}, nil
 }
 
 func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
+	g := m.grantMeta(ctx, r.FID, r.Want)
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
 	}
-	return &proto.AttrReply{Attr: n.Attr}, nil
+	m.glimpse(ctx, &n.Attr)
+	return &proto.AttrReply{Attr: n.Attr, Lock: g}, nil
 }
 
 func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
@@ -122,6 +134,21 @@ func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
 	}
 	if r.Valid&proto.SetGid != 0 {
 		a.Gid = r.Gid
+	}
+	if r.FromWrites {
+		// What a writer's flush or fsync reports: only ever more.
+		if r.Valid&^(proto.SetSize|proto.SetMtime) != 0 || a.Mode&sIFMT != sIFREG {
+			return nil, m.errorf("setattr", r.FID.String(), syscall.EINVAL)
+		}
+		if !mergeWrites(a, r.Size, r.Mtime) && !r.Sync {
+			return &proto.AttrReply{Attr: n.Attr}, nil
+		}
+		b := m.newBatch(ctx)
+		m.putInode(b, n)
+		if err := m.commit(b, r.Sync); err != nil {
+			return nil, err
+		}
+		return &proto.AttrReply{Attr: n.Attr}, nil
 	}
 	if r.Valid&proto.SetSize != 0 {
 		if n.isDir() {
@@ -460,6 +487,9 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !changeLocked(ctx, d.FID) {
+		return nil, errRelock
+	}
 	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
 		return nil, m.errorf(op, r.Name, syscall.EBUSY)
 	}
@@ -597,6 +627,9 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 			return nil, m.errorf("rename", r.SrcName, syscall.EBUSY) // a distributed operation has it
 		}
 	}
+	if !changeLocked(ctx, sd.FID) {
+		return nil, errRelock
+	}
 	if sd.FID.MDT() != m.cfg.Index {
 		return remote()
 	}
@@ -615,6 +648,9 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	}
 	var dst *inode
 	if dd, err := m.getDirent(r.DstParent, r.DstName); err == nil {
+		if !changeLocked(ctx, dd.FID) {
+			return nil, errRelock
+		}
 		if dd.FID.MDT() != m.cfg.Index {
 			return remote()
 		}
@@ -792,6 +828,9 @@ func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
 	out := &proto.ReaddirReply{}
 	add := func(e proto.DirEnt) {
 		if r.Plus {
+			if e.Name != "." && e.Name != ".." {
+				e.Lock = m.grantMeta(ctx, e.FID, r.Want)
+			}
 			if n, err := m.getInode(e.FID); err == nil {
 				e.Attr = n.Attr
 			}

@@ -187,19 +187,23 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 // open counts an open; the count keeps an unlinked file's inode (and so
 // its data) until the last close.
 func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
+	g := m.grantMeta(ctx, r.FID, r.Want)
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	n, err := m.getInode(r.FID)
 	if err != nil {
+		m.mu.Unlock()
 		return nil, err
 	}
 	if _, ok := rpc.CallerFrom(ctx); ok { // so a resent open is not counted twice
 		if err := m.commit(m.newBatch(ctx), false); err != nil {
+			m.mu.Unlock()
 			return nil, err
 		}
 	}
 	m.opens[r.FID]++
-	return &proto.AttrReply{Attr: n.Attr}, nil
+	m.mu.Unlock()
+	m.glimpse(ctx, &n.Attr) // without m.mu: it waits for other clients
+	return &proto.AttrReply{Attr: n.Attr, Lock: g}, nil
 }
 
 // close drops an open, records the size and mtime the client's writes
@@ -217,10 +221,11 @@ func (m *MDT) close(ctx context.Context, r *proto.CloseReq) (any, error) {
 		delete(m.opens, r.FID)
 	}
 	b := m.newBatch(ctx)
-	if r.SetSize {
-		n.Attr.Size = r.Size
-		n.Attr.Mtime = r.Mtime
-		n.Attr.Ctime = max(n.Attr.Ctime, r.Mtime)
+	if r.SetSize && !mergeWrites(&n.Attr, r.Size, r.Mtime) {
+		// What the writes made is known already (a cancelled lock's LVB
+		// reported it, or another writer went further): a size from
+		// writes never shrinks the file.
+		r.SetSize = false
 	}
 	reply := &proto.CloseReply{Attr: n.Attr}
 	if n.Attr.Nlink == 0 && m.opens[r.FID] == 0 {

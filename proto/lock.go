@@ -130,6 +130,12 @@ type LockRevokeReq struct {
 	Client string
 }
 
+// WantLocks returns the metadata locks a request asks for with its reply.
+func (r CreateReq) WantLocks() uint8  { return r.Want }
+func (r MkdirReq) WantLocks() uint8   { return r.Want }
+func (r SymlinkReq) WantLocks() uint8 { return r.Want }
+func (r LinkReq) WantLocks() uint8    { return r.Want }
+
 // LockGrant is a metadata lock granted with a reply (Lustre's intent
 // locks): the asker may cache what Bits cover until it is called back.
 type LockGrant struct {

@@ -108,9 +108,15 @@ type Caller struct {
 type LookupReq struct {
 	Parent FID
 	Name   string
+	// Want asks for metadata locks (LockLookup, LockUpdate) on the inode
+	// found, granted with the reply if nothing conflicts.
+	Want uint8
 }
 
-type GetattrReq struct{ FID FID }
+type GetattrReq struct {
+	FID  FID
+	Want uint8 // as LookupReq's
+}
 
 // AttrReply carries attributes. Remote says the inode lives on another
 // MDT (a remote directory's entry, or its ".."): only Attr.FID and the type
@@ -123,6 +129,8 @@ type AttrReply struct {
 	// when an entry comes or goes in it, and asks for them again before
 	// the next lookup there; the client answers that from this.
 	Parent Attr
+	// Lock is the metadata lock granted on Attr.FID (LookupReq.Want).
+	Lock LockGrant
 }
 
 // Setattr valid bits.
@@ -146,6 +154,9 @@ type SetattrReq struct {
 	Atime, Mtime, Ctime int64
 	// Sync asks the MDT to commit before replying (fsync).
 	Sync bool
+	// FromWrites marks a size and mtime that the client's writes made
+	// (a flush or fsync, not a truncate): they only ever grow the file's.
+	FromWrites bool
 }
 
 type CreateReq struct {
@@ -159,6 +170,8 @@ type CreateReq struct {
 	Open bool
 	// Layout, if set, overrides the directory default.
 	Layout Layout
+	// Want asks for metadata locks on the new inode.
+	Want uint8
 }
 
 type MkdirReq struct {
@@ -169,6 +182,8 @@ type MkdirReq struct {
 	// MDT places the new directory: -1 follows the parent's default
 	// directory layout (its own MDT when it has none).
 	MDT int32
+	// Want asks for metadata locks on the new inode.
+	Want uint8
 }
 
 type SymlinkReq struct {
@@ -176,6 +191,7 @@ type SymlinkReq struct {
 	Name   string
 	Target string
 	Caller Caller
+	Want   uint8 // metadata locks on the new inode
 }
 
 type ReadlinkReply struct{ Target string }
@@ -220,6 +236,7 @@ type LinkReq struct {
 	FID    FID
 	Parent FID
 	Name   string
+	Want   uint8 // metadata locks on the inode, for its new entry
 }
 
 type ReaddirReq struct {
@@ -229,6 +246,8 @@ type ReaddirReq struct {
 	Cookie uint64
 	Max    uint32
 	Plus   bool // return attributes too
+	// Want asks, with Plus, for metadata locks on each entry's inode.
+	Want uint8
 }
 
 type DirEnt struct {
@@ -236,7 +255,8 @@ type DirEnt struct {
 	FID    FID
 	Mode   uint32 // type bits
 	Cookie uint64
-	Attr   Attr // when Plus
+	Attr   Attr      // when Plus
+	Lock   LockGrant // ReaddirReq.Want
 }
 
 type ReaddirReply struct {
@@ -264,6 +284,7 @@ type StatfsReply struct {
 type OpenReq struct {
 	FID   FID
 	Flags uint32
+	Want  uint8 // as GetattrReq's
 }
 
 type CloseReq struct {

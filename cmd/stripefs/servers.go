@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stripefs/stripefs/mds"
+	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -87,6 +88,8 @@ func mdsCmd() *cobra.Command {
 	f.DurationVar(&cfg.EvictAfter, "evict-after", mds.DefaultEvictAfter,
 		"evict a client of the client table that has had no connection this long: its changes are committed and a restart no longer waits for it (0: never)")
 	f.BoolVar(&cfg.RemoteSync, "remote-sync", false, "commit cross-MDT operations synchronously (the old osd_sync behaviour; atomicity does not need it)")
+	f.DurationVar(&cfg.LockTimeout, "lock-timeout", lockd.DefaultTimeout,
+		"how long a client may take to answer a lock callback (flush and give the lock up) before it is evicted")
 	return cmd
 }
 

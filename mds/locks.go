@@ -1,0 +1,334 @@
+package mds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/mds/lockd"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Where the MDT meets its lock server (package lockd): the lock methods,
+// metadata locks granted with replies, glimpses for attributes, and the
+// server's own locks around every change that other clients may have
+// cached.
+//
+// Who grants which lock: a file's data locks and its Update locks come
+// from the file's own MDT; the Lookup lock guarding a directory entry
+// comes from the MDT that answered the lookup, which holds the entry,
+// whatever MDT the inode is on. So an unlink or rename calls entries'
+// locks back where it removes the entries.
+
+// lockStore is what lockd needs of the MDT.
+type lockStore struct{ m *MDT }
+
+func (s lockStore) Attr(fid proto.FID) (proto.Attr, error) {
+	n, err := s.m.getInode(fid)
+	if err != nil {
+		return proto.Attr{}, err
+	}
+	return n.Attr, nil
+}
+
+// Merge applies a writer's LVB on cancel: size and mtime only grow, so a
+// writer below the end of the file never shrinks it.
+func (s lockStore) Merge(fid proto.FID, lvb proto.LVB) error {
+	m := s.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, err := m.getInode(fid)
+	if err != nil {
+		return err
+	}
+	if !mergeWrites(&n.Attr, lvb.Size, lvb.Mtime) {
+		return nil
+	}
+	b := m.newBatch(context.Background())
+	m.putInode(b, n)
+	return m.commit(b, false)
+}
+
+// mergeWrites raises a's size and mtime to what a writer reports, and
+// says whether anything changed.
+func mergeWrites(a *proto.Attr, size uint64, mtime int64) bool {
+	changed := false
+	if size > a.Size {
+		a.Size, changed = size, true
+	}
+	if mtime > a.Mtime {
+		a.Mtime, changed = mtime, true
+		a.Ctime = max(a.Ctime, mtime)
+	}
+	return changed
+}
+
+func (s lockStore) Register(client, name string) error { return s.m.registerClient(client, name) }
+
+// Evicted takes an evicted client out of the client table: its
+// uncommitted changes are lost to it, and a restart must not wait for it.
+func (s lockStore) Evicted(client string) { s.m.forgetClient(client, "evicted by the lock server") }
+
+func (m *MDT) startLocks() {
+	m.locks = lockd.New(lockd.Config{Name: m.Srv.Name, Timeout: m.cfg.LockTimeout}, m.Srv, lockStore{m})
+	m.locks.Recovering = m.win.open.Load
+	s := m.Srv
+	s.Handle(proto.MLockEnqueue, func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+		var req proto.LockEnqueueReq
+		if err := r.Decode(&req); err != nil {
+			return rpc.Reply{}, fmt.Errorf("mdt%d: lock enqueue: %v: %w", m.cfg.Index, err, syscall.EINVAL)
+		}
+		if err := m.checkDataRes(req.Lock.Res); err != nil {
+			return rpc.Reply{}, err
+		}
+		rep, err := m.locks.Enqueue(ctx, r.Client, r.Name, &req)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		return rpc.Reply{Msg: rep}, nil
+	})
+	s.Handle(proto.MLockCancel, func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+		var req proto.LockCancelReq
+		if err := r.Decode(&req); err != nil {
+			return rpc.Reply{}, fmt.Errorf("mdt%d: lock cancel: %v: %w", m.cfg.Index, err, syscall.EINVAL)
+		}
+		return rpc.Reply{Msg: &proto.Empty{}}, m.locks.Cancel(r.Client, &req)
+	})
+	s.Handle(proto.MLockReplay, func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+		var req proto.LockReplayReq
+		if err := r.Decode(&req); err != nil {
+			return rpc.Reply{}, fmt.Errorf("mdt%d: lock replay: %v: %w", m.cfg.Index, err, syscall.EINVAL)
+		}
+		rep, err := m.locks.Replay(r.Client, &req)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		return rpc.Reply{Msg: rep}, nil
+	})
+	rpc.HandleFunc(s, proto.MLockRevoke, func(ctx context.Context, r *proto.LockRevokeReq) (any, error) {
+		release, err := m.locks.Change(ctx, r.Client, r.Bits, r.FID)
+		if err != nil {
+			return nil, err
+		}
+		release()
+		return &proto.Empty{}, nil
+	})
+	m.wrapChanges()
+}
+
+// checkDataRes refuses data locks on what is not a regular file of this
+// MDT.
+func (m *MDT) checkDataRes(fid proto.FID) error {
+	if fid.MDT() != m.cfg.Index {
+		return fmt.Errorf("mdt%d: lock on %s, which mdt%d holds: %w", m.cfg.Index, fid, fid.MDT(), syscall.EINVAL)
+	}
+	n, err := m.getInode(fid)
+	if err != nil {
+		return err
+	}
+	if n.Attr.Mode&sIFMT != sIFREG {
+		return fmt.Errorf("mdt%d: data lock on %s, not a regular file: %w", m.cfg.Index, fid, syscall.EINVAL)
+	}
+	return nil
+}
+
+// grantMeta is the metadata lock a reply carries for want bits on fid:
+// Lookup from the MDT answering for an entry, Update only from fid's own
+// MDT.
+func (m *MDT) grantMeta(ctx context.Context, fid proto.FID, want uint8) proto.LockGrant {
+	if want == 0 || fid.IsZero() {
+		return proto.LockGrant{}
+	}
+	if fid.MDT() != m.cfg.Index {
+		want &^= proto.LockUpdate | proto.LockLayout
+	}
+	c, _ := rpc.CallerFrom(ctx)
+	return m.locks.TryBits(c.Client, fid, want)
+}
+
+// glimpse merges into a what other clients' writes have made of a
+// regular file's size and mtime.
+func (m *MDT) glimpse(ctx context.Context, a *proto.Attr) {
+	if a.Mode&sIFMT != sIFREG || a.FID.MDT() != m.cfg.Index {
+		return
+	}
+	c, _ := rpc.CallerFrom(ctx)
+	m.locks.Glimpse(a.FID, c.Client, a)
+}
+
+// withGrant adds to the reply of a request that made an entry the
+// metadata locks it asked for on the entry's inode, and the inode's
+// attributes as of the grant (another client may have found the new name
+// and changed the inode since the change was made).
+func withGrant[Req interface{ WantLocks() uint8 }](m *MDT, f func(context.Context, *Req) (any, error)) func(context.Context, *Req) (any, error) {
+	return func(ctx context.Context, r *Req) (any, error) {
+		resp, err := f(ctx, r)
+		rep, ok := resp.(*proto.AttrReply)
+		if err != nil || !ok || (*r).WantLocks() == 0 || rep.Attr.FID.IsZero() {
+			return resp, err
+		}
+		rep.Lock = m.grantMeta(ctx, rep.Attr.FID, (*r).WantLocks())
+		if rep.Lock.ID != 0 && !rep.Remote && rep.Attr.FID.MDT() == m.cfg.Index {
+			if n, err := m.getInode(rep.Attr.FID); err == nil {
+				rep.Attr = n.Attr
+			}
+		}
+		return rep, nil
+	}
+}
+
+// lockedKey carries, in a change's context, the FIDs whose metadata locks
+// the change holds.
+type lockedKey struct{}
+
+// errRelock says a change found its entries changed since it chose which
+// locks to take: it is run again with the right ones.
+var errRelock = errors.New("mds: entries changed while taking locks")
+
+// changeLocked reports whether the change running in ctx holds fid's
+// metadata locks (or needs none: a request that took none at all, from
+// inside the MDT).
+func changeLocked(ctx context.Context, fid proto.FID) bool {
+	held, ok := ctx.Value(lockedKey{}).([]proto.FID)
+	return !ok || slices.Contains(held, fid)
+}
+
+// changeTargets are the inodes a change request touches in ways other
+// clients may have cached, with the bits to call back.
+func (m *MDT) changeTargets(method uint16, r *rpc.Request) (fids []proto.FID, bits uint8, err error) {
+	entry := func(parent proto.FID, name string) {
+		if d, err := m.getDirent(parent, name); err == nil {
+			fids = append(fids, d.FID)
+		}
+	}
+	switch method {
+	case proto.MSetattr:
+		var q proto.SetattrReq
+		if err = r.Decode(&q); err != nil {
+			return
+		}
+		if q.FromWrites {
+			return nil, 0, nil // a writer's own size: no other client caches it
+		}
+		return []proto.FID{q.FID}, proto.LockUpdate, nil
+	case proto.MSetxattr, proto.MRemovexattr:
+		var q proto.XattrReq
+		if err = r.Decode(&q); err != nil {
+			return
+		}
+		return []proto.FID{q.FID}, proto.LockUpdate | proto.LockLayout, nil
+	case proto.MLink:
+		var q proto.LinkReq
+		if err = r.Decode(&q); err != nil {
+			return
+		}
+		return []proto.FID{q.FID}, proto.LockUpdate, nil
+	case proto.MUnlink:
+		var q proto.UnlinkReq
+		if err = r.Decode(&q); err != nil {
+			return
+		}
+		entry(q.Parent, q.Name)
+		return fids, proto.LockLookup | proto.LockUpdate, nil
+	case proto.MRename:
+		var q proto.RenameReq
+		if err = r.Decode(&q); err != nil {
+			return
+		}
+		entry(q.SrcParent, q.SrcName)
+		if q.DstParent.MDT() == m.cfg.Index {
+			entry(q.DstParent, q.DstName)
+		}
+		return fids, proto.LockLookup | proto.LockUpdate, nil
+	}
+	return nil, 0, nil
+}
+
+// changeMethods are the requests wrapChanges takes locks for.
+var changeMethods = []uint16{proto.MSetattr, proto.MSetxattr, proto.MRemovexattr, proto.MLink, proto.MUnlink, proto.MRename}
+
+// wrapChanges makes every change that others may have cached take the
+// server's locks first: other clients' metadata locks on what it touches
+// are called back (their kernels drop those entries and attributes)
+// before it is made, and none is granted again until it is. Inodes on
+// other MDTs are called back there (MLockRevoke) just before.
+func (m *MDT) wrapChanges() {
+	for _, method := range changeMethods {
+		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {
+			return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+				for attempt := 0; ; attempt++ {
+					fids, bits, err := m.changeTargets(method, r)
+					if err != nil {
+						return rpc.Reply{}, fmt.Errorf("mdt%d: %s: %v: %w", m.cfg.Index, proto.MethodName(method), err, syscall.EINVAL)
+					}
+					if len(fids) == 0 {
+						return next(ctx, r)
+					}
+					release, err := m.lockChange(ctx, r.Client, bits, fids)
+					if err != nil {
+						return rpc.Reply{}, err
+					}
+					rep, err := next(context.WithValue(ctx, lockedKey{}, fids), r)
+					release()
+					if !errors.Is(err, errRelock) {
+						return rep, err
+					}
+					if attempt > 100 {
+						return rpc.Reply{}, fmt.Errorf("mdt%d: %s: entries keep changing: %w", m.cfg.Index, proto.MethodName(method), syscall.EAGAIN)
+					}
+				}
+			}
+		})
+	}
+}
+
+// lockChange takes the change locks of fids: local inodes' held until
+// release, other MDTs' called back there now.
+func (m *MDT) lockChange(ctx context.Context, client string, bits uint8, fids []proto.FID) (func(), error) {
+	var local []proto.FID
+	for _, fid := range fids {
+		// The entry's Lookup lock is ours whatever MDT the inode is on.
+		local = append(local, fid)
+		if fid.MDT() != m.cfg.Index && bits&^proto.LockLookup != 0 {
+			if err := m.revokeRemote(ctx, fid, bits&^proto.LockLookup, client); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m.locks.Change(ctx, client, bits, local...)
+}
+
+// revokeRemote asks fid's MDT to call other clients' locks on it back.
+func (m *MDT) revokeRemote(ctx context.Context, fid proto.FID, bits uint8, client string) error {
+	peer, err := m.peer(ctx, uint32(fid.MDT()))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.LockTimeout+10*time.Second)
+	defer cancel()
+	_, err = invokePeer[proto.Empty](ctx, peer, proto.MLockRevoke, &proto.LockRevokeReq{FID: fid, Bits: bits, Client: client})
+	return err
+}
+
+// forgetClient takes a client out of the client table and drops its
+// locks: it left, was evicted, or was lost.
+func (m *MDT) forgetClient(uuid, why string) {
+	m.locks.Forget(uuid)
+	m.clientsMu.Lock()
+	known := m.clients[uuid]
+	delete(m.clients, uuid)
+	m.clientsMu.Unlock()
+	if !known {
+		return
+	}
+	b := m.db.NewBatch()
+	b.Delete(clientKey(uuid), nil)
+	if err := m.commit(b, false); err != nil {
+		log.Printf("mdt%d: forgetting client %s (%s): %v", m.cfg.Index, uuid, why, err)
+	}
+}
