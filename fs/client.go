@@ -49,6 +49,13 @@ type Options struct {
 	// erasure-coded row and drops the write (reporting success) when it
 	// returns true: a fault seam for crash tests, never set otherwise.
 	DropECWrite func(fid proto.FID, row uint64, unit int) bool
+	// NoLocks turns caching under locks off (locks.go): the client takes
+	// no locks, and coherency between clients is close-to-open at best,
+	// as before the lock service. For comparison only.
+	NoLocks bool
+	// LRUSize bounds the locks the client keeps (DefaultLRUSize); unused
+	// ones past it are given back early.
+	LRUSize int
 }
 
 // Defaults for Options fields left zero.
@@ -98,6 +105,8 @@ type Client struct {
 	lmvs  map[proto.FID]*proto.LMV // layouts of striped directories (stripedir.go)
 
 	dirs dirAttrs // directories as this client's last change left them
+
+	locks lockTable // what the client holds of the lock service (locks.go)
 }
 
 // Connect reads the cluster map from the MGS and returns a client.
@@ -117,6 +126,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	opts.DirtyExpire = cmp.Or(opts.DirtyExpire, DefaultDirtyExpire)
 	opts.ReadAhead = cmp.Or(opts.ReadAhead, DefaultReadAhead)
 	opts.MaxReadAheadTotal = cmp.Or(opts.MaxReadAheadTotal, DefaultReadAheadTotal)
+	opts.LRUSize = cmp.Or(opts.LRUSize, DefaultLRUSize)
 	if opts.MaxDirty < 4*maxRPC || opts.MaxDirtyPerFile < 2*maxRPC || opts.RPCsInFlight < 1 {
 		return nil, fmt.Errorf("fs: dirty limits must be at least %d MiB per mount and %d MiB per file, RPCs in flight at least 1",
 			4*maxRPC>>20, 2*maxRPC>>20)
@@ -125,9 +135,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		files: map[proto.FID]*inodeState{}, Stats: rpc.NewStats(), stop: make(chan struct{}),
 		sems: map[uint32]chan struct{}{}}
 	c.memCond = sync.NewCond(&c.memMu)
+	c.locks.init(opts.NoLocks)
 	c.identity = rpc.NewClient("", opts.Name)
 	go c.flusher()
-	c.mdts[0] = c.newMDTRPC(opts.MGS)
+	go c.lruWorker()
+	c.mdts[0] = c.newMDTRPC(0, opts.MGS)
 	if err := c.refreshConfig(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -148,10 +160,14 @@ func (c *Client) newRPC(addr string) *rpc.Client {
 }
 
 // newMDTRPC is newRPC for an MDT: its changes are kept until committed
-// and replayed after a restart.
-func (c *Client) newMDTRPC(addr string) *rpc.Client {
+// and replayed after a restart, with its locks; it calls us back to give
+// locks up.
+func (c *Client) newMDTRPC(idx uint32, addr string) *rpc.Client {
 	r := c.newRPC(addr)
 	r.Replay = true
+	r.HandleCallback(proto.CBBlocking, c.handleBlocking(idx))
+	r.HandleCallback(proto.CBGlimpse, c.handleGlimpse)
+	r.OnRestart = func(ctx context.Context, do func(*rpc.Call) error) { c.replayLocks(ctx, idx, do) }
 	return r
 }
 
@@ -176,7 +192,7 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 			if old != nil {
 				old.Close()
 			}
-			c.mdts[t.Index] = c.newMDTRPC(t.Addr)
+			c.mdts[t.Index] = c.newMDTRPC(t.Index, t.Addr)
 		}
 	}
 	for _, t := range cfg.OSTs {
@@ -314,6 +330,13 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 		defer func() { done(changedDir(resp, err), call.Transno()) }()
 	}
 	err = c.call(ctx, r, call)
+	if errors.Is(err, syscall.ENOTCONN) && !c.locks.off {
+		// Evicted: what this client's locks guarded is lost to it; it
+		// comes back as a new client and sends the request again.
+		c.evicted(uint32(fid.MDT()), r)
+		call = &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]}
+		err = c.call(ctx, r, call)
+	}
 	if call.Direct {
 		c.counters.directMDTCalls.Add(1)
 	}

@@ -28,7 +28,7 @@ type Counter struct {
 
 // Counters returns the client's statistics.
 func (c *Client) Counters() []Counter {
-	return []Counter{
+	return append([]Counter{
 		{"dirty_bytes", c.dirtyBytes.Load()},
 		{"dirty_bytes_peak", c.counters.peakDirty.Load()},
 		{"max_dirty_bytes", c.opts.MaxDirty},
@@ -47,5 +47,5 @@ func (c *Client) Counters() []Counter {
 		{"direct_mdt_calls", c.counters.directMDTCalls.Load()},
 		{"dir_attr_hits", c.counters.dirAttrHits.Load()},
 		{"grant_bytes", c.grantBytes()},
-	}
+	}, c.lockCounters()...)
 }

@@ -36,9 +36,34 @@ type inodeState struct {
 	flushAll  int // flushAll calls waiting: chunks are sent as soon as they can be
 
 	// ecEnd bounds the data of an erasure-coded file on the OSTs as far
-	// as this client knows (the size at open, raised by each flush, cut by
-	// truncates): a partial row reads no data unit starting past it.
+	// as this client knows (the size at open, raised by each flush and
+	// each lock grant, cut by truncates): a partial row reads no data
+	// unit starting past it.
 	ecEnd uint64
+	// lockedSize: the client holds a data lock on the file, so size is
+	// the file's as of that lock's grant (and this client's writes since)
+	// rather than whatever it last heard (locks.go).
+	lockedSize bool
+	// lostErr is why unflushed data was dropped (an eviction, a lock the
+	// MDT would not take back after a restart): the next fsync or close
+	// reports it once.
+	lostErr error
+}
+
+// unreported is the size this client's writes made that the MDT has not
+// been told. st.mu is held.
+func (st *inodeState) unreported() uint64 {
+	if st.dirty {
+		return st.size
+	}
+	return 0
+}
+
+// takeLost returns and clears lostErr. st.mu is held.
+func (st *inodeState) takeLost() error {
+	err := st.lostErr
+	st.lostErr = nil
+	return err
 }
 
 // File is one open handle.
@@ -51,9 +76,12 @@ type File struct {
 // Open opens an existing file.
 func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, error) {
 	var r proto.AttrReply
-	if err := c.mdtCall(ctx, fid, proto.MOpen, &proto.OpenReq{FID: fid, Flags: uint32(flags)}, &r); err != nil {
+	done := c.locks.startGrant()
+	defer done()
+	if err := c.mdtCall(ctx, fid, proto.MOpen, &proto.OpenReq{FID: fid, Flags: uint32(flags), Want: c.wantBits(fid, proto.LockUpdate)}, &r); err != nil {
 		return nil, err
 	}
+	c.noteLock(uint32(fid.MDT()), fid, r.Lock)
 	return c.newFile(&r.Attr, flags), nil
 }
 
@@ -140,6 +168,21 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 		return View{}, syscall.EINVAL
 	}
 	st := f.st
+	if len(p) == 0 {
+		return View{Data: p}, nil
+	}
+	lk, release, err := f.c.dataLock(ctx, st, proto.LockPR, uint64(off), uint64(off)+uint64(len(p)))
+	if err != nil {
+		return View{}, err
+	}
+	defer release()
+	if !lk.reachesEOF() {
+		// Another client may be writing past this lock: what it has made
+		// of the size is asked of it (a glimpse through the MDT).
+		if err := f.refreshSize(ctx, uint64(off)+uint64(len(p))); err != nil {
+			return View{}, err
+		}
+	}
 	st.mu.Lock()
 	size, lay := st.size, st.layout
 	var pending []pendingBytes
@@ -153,7 +196,7 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 				return v, nil
 			}
 		}
-		ahead = f.c.noteRead(st, off, n)
+		ahead = f.c.noteRead(st, off, n, lk)
 	}
 	chunkSize := st.wb.size
 	st.mu.Unlock()
@@ -210,9 +253,62 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 	return View{Data: p}, nil
 }
 
+// refreshSize learns the file's size from its MDT when a read up to end
+// goes past what this client knows of it.
+func (f *File) refreshSize(ctx context.Context, end uint64) error {
+	st := f.st
+	st.mu.Lock()
+	known := st.size
+	st.mu.Unlock()
+	if end <= known {
+		return nil
+	}
+	a, err := f.c.Getattr(ctx, st.fid)
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	st.size = max(st.size, a.Size)
+	st.mu.Unlock()
+	return nil
+}
+
 // WriteAt writes p at off.
 func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
 	return f.WriteV(ctx, off, [][]byte{p})
+}
+
+// Append writes the concatenation of iovs at the end of the file, as
+// O_APPEND does, and returns the offset it wrote at: under a write lock to
+// the end of the file, so that finding the end and writing there is one
+// step for every client.
+func (f *File) Append(ctx context.Context, iovs [][]byte) (int, int64, error) {
+	st, c := f.st, f.c
+	total := 0
+	for _, v := range iovs {
+		total += len(v)
+	}
+	_, release, err := c.dataLock(ctx, st, proto.LockPW, 0, proto.LockEOF)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer release()
+	c.waitForMemory(int64(total) + st.wb.size)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c.waitForFileMemory(st)
+	off := int64(st.size)
+	if total == 0 {
+		return 0, off, nil
+	}
+	if uint64(off)+uint64(total) > 1<<50 {
+		return 0, off, syscall.EFBIG
+	}
+	c.bufferWrite(st, off, iovs, total)
+	st.size = uint64(off) + uint64(total)
+	st.mtime = nowNs()
+	st.dirty = true
+	return total, off, nil
 }
 
 // WriteV writes the concatenation of iovs at off. The vector is one
@@ -234,6 +330,11 @@ func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error
 	}
 	st := f.st
 	c := f.c
+	_, release, err := c.dataLock(ctx, st, proto.LockPW, uint64(off), uint64(off)+uint64(total))
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	c.waitForMemory(int64(total) + st.wb.size)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -273,6 +374,9 @@ func (f *File) Flush(ctx context.Context) error {
 	st := f.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if lost := st.takeLost(); err == nil {
+		err = lost
+	}
 	if aerr := f.flushAttrs(ctx, false); err == nil {
 		err = aerr
 	}
@@ -288,7 +392,7 @@ func (f *File) flushAttrs(ctx context.Context, sync bool) error {
 		}
 		return nil
 	}
-	req := &proto.SetattrReq{FID: st.fid, Valid: proto.SetSize | proto.SetMtime, Size: st.size, Mtime: st.mtime, Sync: sync}
+	req := &proto.SetattrReq{FID: st.fid, Valid: proto.SetSize | proto.SetMtime, Size: st.size, Mtime: st.mtime, Sync: sync, FromWrites: true}
 	if err := f.c.mdtCall(ctx, st.fid, proto.MSetattr, req, &proto.AttrReply{}); err != nil {
 		return err
 	}
@@ -322,6 +426,9 @@ func (f *File) Fsync(ctx context.Context) error {
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if err := st.takeLost(); err != nil {
+		return err
+	}
 	return f.flushAttrs(ctx, true)
 }
 
@@ -334,6 +441,9 @@ func (f *File) Release(ctx context.Context) error {
 	c, st := f.c, f.st
 	ferr := c.flushAll(st)
 	st.mu.Lock()
+	if lost := st.takeLost(); ferr == nil {
+		ferr = lost
+	}
 	req := &proto.CloseReq{FID: st.fid, SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
 	st.dirty = false
 	st.reporting++

@@ -22,9 +22,13 @@ func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto
 	if err != nil {
 		return nil, err
 	}
-	if err := c.mdtCall(ctx, holder, proto.MLookup, &proto.LookupReq{Parent: holder, Name: name}, &r); err != nil {
+	done := c.locks.startGrant()
+	defer done()
+	req := &proto.LookupReq{Parent: holder, Name: name, Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
+	if err := c.mdtCall(ctx, holder, proto.MLookup, req, &r); err != nil {
 		return nil, err
 	}
+	c.noteLock(uint32(holder.MDT()), r.Attr.FID, r.Lock)
 	if r.Remote || r.Attr.FID.IsStripedDir() { // another MDT, or stripes, have the attributes
 		return c.Getattr(ctx, r.Attr.FID)
 	}
@@ -59,9 +63,12 @@ func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error
 		c.counters.dirAttrHits.Add(1)
 		return &a, nil
 	}
-	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid}, &r); err != nil {
+	done := c.locks.startGrant()
+	defer done()
+	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid, Want: c.wantBits(fid, proto.LockUpdate)}, &r); err != nil {
 		return nil, err
 	}
+	c.noteLock(uint32(fid.MDT()), fid, r.Lock)
 	c.overlay(&r.Attr, stamp)
 	return &r.Attr, nil
 }
@@ -87,6 +94,19 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	var st *inodeState // the open file whose size this sets; its mu held
 	if req.Valid&proto.SetSize != 0 {
 		st = c.openState(req.FID)
+		// A size change takes the whole file from every other client: they
+		// flush what they wrote before the cut, and forget what they knew
+		// of the size.
+		lst := st
+		if lst == nil {
+			lst = &inodeState{fid: req.FID}
+			lst.initWriteback()
+		}
+		_, release, err := c.dataLock(ctx, lst, proto.LockPW, 0, proto.LockEOF)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		if st != nil {
 			// Cached data goes out first, so the cut applies to it too.
 			if err := c.flushAll(st); err != nil {
@@ -185,11 +205,15 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	if err != nil {
 		return nil, nil, err
 	}
-	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Caller: who, Excl: excl, Open: open}
+	done := c.locks.startGrant()
+	defer done()
+	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Caller: who, Excl: excl, Open: open,
+		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
 	var r proto.AttrReply
 	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
 		return nil, nil, err
 	}
+	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
 	a, err := c.replyAttr(ctx, &r)
 	if err != nil || !open {
 		return a, nil, err
@@ -204,10 +228,14 @@ func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uin
 	if err != nil {
 		return nil, err
 	}
-	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who, MDT: -1}, &r)
+	done := c.locks.startGrant()
+	defer done()
+	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who, MDT: -1,
+		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
 	if err != nil {
 		return nil, err
 	}
+	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
 	return c.replyAttr(ctx, &r)
 }
 
@@ -228,10 +256,14 @@ func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string
 	if err != nil {
 		return nil, err
 	}
-	err = c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target, Caller: who}, &r)
+	done := c.locks.startGrant()
+	defer done()
+	err = c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target, Caller: who,
+		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
 	if err != nil {
 		return nil, err
 	}
+	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
 	return c.replyAttr(ctx, &r)
 }
 
@@ -320,9 +352,12 @@ func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*pr
 	var r proto.AttrReply
 	stamp := c.attrStamp()
 	// dir's MDT coordinates; the inode may live on another (a remote entry).
-	if err := c.mdtCall(ctx, dir, proto.MLink, &proto.LinkReq{FID: fid, Parent: dir, Name: name}, &r); err != nil {
+	done := c.locks.startGrant()
+	defer done()
+	if err := c.mdtCall(ctx, dir, proto.MLink, &proto.LinkReq{FID: fid, Parent: dir, Name: name, Want: c.wantBits(proto.FID{}, proto.LockLookup)}, &r); err != nil {
 		return nil, err
 	}
+	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
 	if r.Remote { // a resent link, answered from the entry
 		return c.Getattr(ctx, r.Attr.FID)
 	}
@@ -364,13 +399,19 @@ func (c *Client) Readdir(ctx context.Context, dir proto.FID, cookie uint64, max 
 func (c *Client) readdirOne(ctx context.Context, dir proto.FID, cookie uint64, max int, plus bool) ([]proto.DirEnt, bool, error) {
 	var r proto.ReaddirReply
 	req := &proto.ReaddirReq{FID: dir, Cookie: cookie, Max: uint32(max), Plus: plus}
+	if plus {
+		req.Want = c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)
+	}
 	stamp := c.attrStamp()
+	done := c.locks.startGrant()
+	defer done()
 	if err := c.mdtCall(ctx, dir, proto.MReaddir, req, &r); err != nil {
 		return nil, false, err
 	}
 	if plus {
 		for i := range r.Entries {
 			e := &r.Entries[i]
+			c.noteLock(uint32(dir.MDT()), e.FID, e.Lock)
 			if e.Attr.FID.IsZero() && e.Name != "." && e.Name != ".." && e.FID.MDT() != dir.MDT() {
 				// An entry whose inode lives on another MDT: its MDT has
 				// the attributes (a failure leaves them out, and the

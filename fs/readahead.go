@@ -59,8 +59,10 @@ const raMinRun = 3
 // already fetched or on their way that cover [off, off+n), each with a
 // reference the caller drops (unrefAll). The kernel
 // sends a sequential reader's requests in parallel and they arrive out of
-// order, so "near next" allows a window of slack either way. st.mu is held.
-func (c *Client) noteRead(st *inodeState, off int64, n int) map[int64]*raChunk {
+// order, so "near next" allows a window of slack either way. Nothing is
+// fetched past the end of lk, the lock the read holds: read-ahead is
+// cached under it. st.mu is held.
+func (c *Client) noteRead(st *inodeState, off int64, n int, lk *heldLock) map[int64]*raChunk {
 	ra, size := &st.ra, st.wb.size
 	maxWindow := c.opts.ReadAhead / size
 	if maxWindow <= 0 {
@@ -88,6 +90,9 @@ func (c *Client) noteRead(st *inodeState, off int64, n int) map[int64]*raChunk {
 			}
 		}
 		stop := min(last+ra.window, (int64(st.size)-1)/size)
+		if lk != nil && lk.d.End != proto.LockEOF {
+			stop = min(stop, (int64(lk.d.End)/size)-1) // whole chunks under the lock only
+		}
 		for idx := first; idx <= stop; idx++ {
 			if ra.chunks[idx] != nil || st.wb.dirty[idx] != nil || st.wb.flushing[idx] != nil {
 				continue
@@ -161,6 +166,18 @@ func (c *Client) fetchChunk(st *inodeState, idx int64) *raChunk {
 		}
 	}()
 	return ch
+}
+
+// dropReadaheadRange forgets the chunks that hold bytes of [start, end)
+// (a lock that covered them went). st.mu is held.
+func (c *Client) dropReadaheadRange(st *inodeState, start, end uint64) {
+	size := uint64(st.wb.size)
+	for idx := range st.ra.chunks {
+		s := uint64(idx) * size
+		if s+size > start && s < end {
+			c.releaseRA(st, idx)
+		}
+	}
 }
 
 // dropReadahead forgets fetched chunks from index from on. st.mu is held.

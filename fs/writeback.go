@@ -245,6 +245,69 @@ func (c *Client) flushAll(st *inodeState) error {
 	return err
 }
 
+// flushRange sends the dirty chunks that hold bytes of [start, end) and
+// waits for them (a lock that covers them is going); it returns and
+// clears the first flush error, as flushAll does. Chunks that failed are
+// dropped: without the lock they cannot be kept.
+func (c *Client) flushRange(st *inodeState, start, end uint64) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	wb := &st.wb
+	first, last := int64(start)/wb.size, int64(-1)
+	if end != proto.LockEOF {
+		last = (int64(end) - 1) / wb.size
+	}
+	in := func(idx int64) bool { return idx >= first && (last < 0 || idx <= last) }
+	st.flushAll++
+	defer func() { st.flushAll-- }()
+	for wb.err == nil {
+		busy := false
+		for idx, ch := range wb.dirty {
+			if in(idx) {
+				c.startFlush(st, ch)
+				busy = true
+			}
+		}
+		for idx := range wb.flushing {
+			if in(idx) {
+				busy = true
+			}
+		}
+		if !busy {
+			break
+		}
+		wb.done.Wait()
+	}
+	err := wb.err
+	wb.err = nil
+	if err != nil {
+		c.dropDirtyRange(st, start, end, err)
+	}
+	return err
+}
+
+// dropDirtyRange discards the unflushed chunks holding bytes of [start,
+// end), keeping err for the file's next fsync or close. st.mu is held.
+func (c *Client) dropDirtyRange(st *inodeState, start, end uint64, err error) {
+	wb := &st.wb
+	dropped := false
+	for idx, ch := range wb.dirty {
+		s := uint64(idx * wb.size)
+		if s+uint64(wb.size) <= start || s >= end {
+			continue
+		}
+		delete(wb.dirty, idx)
+		wb.held -= wb.size
+		c.dirtyBytes.Add(-wb.size)
+		putBuf(ch.buf)
+		dropped = true
+	}
+	if dropped && st.lostErr == nil {
+		st.lostErr = err
+	}
+	c.memFreed()
+}
+
 // flushPartial starts sending the file's partial chunks, oldest first,
 // until at most keep bytes of buffers remain; olderThan limits it to
 // chunks at least that old. st.mu is held.

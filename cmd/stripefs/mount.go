@@ -26,7 +26,7 @@ const readyPrefix = "stripefs: mounted "
 type clientFlags struct {
 	maxDirtyMB, maxDirtyFileMB, rpcsInFlight int
 	dirtyExpire, retryFor                    time.Duration
-	readaheadMB                              int
+	readaheadMB, lruSize                     int
 }
 
 func (cf *clientFlags) add(f *pflag.FlagSet) {
@@ -36,11 +36,13 @@ func (cf *clientFlags) add(f *pflag.FlagSet) {
 	f.DurationVar(&cf.dirtyExpire, "dirty-expire", fs.DefaultDirtyExpire, "how long a partly written stripe unit may wait before it is sent")
 	f.DurationVar(&cf.retryFor, "retry-for", time.Minute, "how long to wait for an unreachable server before failing with EIO")
 	f.IntVar(&cf.readaheadMB, "readahead-mb", fs.DefaultReadAhead>>20, "read-ahead window of one sequential reader (MiB; 0 disables)")
+	f.IntVar(&cf.lruSize, "lru-size", fs.DefaultLRUSize, "locks the client keeps; unused ones past it are given back early (Lustre's lru_size)")
 }
 
 func (cf *clientFlags) options(mgs, name string) fs.Options {
 	return fs.Options{MGS: mgs, Name: name, MaxDirty: int64(cf.maxDirtyMB) << 20, MaxDirtyPerFile: int64(cf.maxDirtyFileMB) << 20,
-		RPCsInFlight: cf.rpcsInFlight, DirtyExpire: cf.dirtyExpire, RetryFor: cf.retryFor, ReadAhead: readahead(cf.readaheadMB)}
+		RPCsInFlight: cf.rpcsInFlight, DirtyExpire: cf.dirtyExpire, RetryFor: cf.retryFor, ReadAhead: readahead(cf.readaheadMB),
+		LRUSize: cf.lruSize}
 }
 
 // readahead converts the flag: 0 means off, which fs.Options spells -1.
@@ -63,7 +65,8 @@ func mountCmd() *cobra.Command {
 allow_other, default_permissions (on by default), no_default_permissions, ro,
 attr_timeout=SECONDS, entry_timeout=SECONDS, fsname=NAME, debug,
 read_ahead_kb=KIB (the kernel's read-ahead window; 1024 by default, 0 leaves
-the kernel's 128).
+the kernel's 128), nolock (no caching under locks: close-to-open coherency
+between clients, the kernel's page cache, for comparison).
 The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,6 +97,7 @@ The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 // onReady, if set, runs once the mount is up.
 func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func()) error {
 	mgs := opts.MGS
+	opts.NoLocks = mo.NoLocks
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	c, err := fs.Connect(ctx, opts)
 	cancel()

@@ -37,6 +37,8 @@ type FS struct {
 	mu      sync.Mutex
 	handles map[uint64]any // *fs.File or *dirHandle
 	nextFh  atomic.Uint64
+
+	notify *notifier // the kernel's caches under the client's locks (notify.go)
 }
 
 // New returns the FUSE mapping of c. The kernel asks for a directory's
@@ -44,7 +46,20 @@ type FS struct {
 // for as long as the kernel would have kept them (fs.Client.KeepDirAttrs).
 func New(c *fs.Client, opts Options) *FS {
 	c.KeepDirAttrs(opts.AttrTimeout)
-	return &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), c: c, opts: opts, handles: map[uint64]any{}}
+	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), c: c, opts: opts, handles: map[uint64]any{}, notify: newNotifier(opts.EntryTimeout)}
+	c.SetInvalidator(f.notify, max(opts.EntryTimeout, opts.AttrTimeout))
+	return f
+}
+
+// attrTimeout is how long the kernel may keep a's attributes: a regular
+// file's only under its Update lock (their size and mtime change with
+// other clients' writes); a directory's and the rest's for the mount's
+// timeout, as close-to-open filesystems keep them.
+func (f *FS) attrTimeout(a *proto.Attr) time.Duration {
+	if a.Mode&syscall.S_IFMT == syscall.S_IFREG && !f.c.CachesAttr(a.FID) {
+		return 0
+	}
+	return f.opts.AttrTimeout
 }
 
 func (f *FS) String() string { return "stripefs" }
@@ -130,7 +145,9 @@ func fillAttr(a *proto.Attr, out *fuse.Attr) {
 	}
 }
 
-func (f *FS) fillEntry(a *proto.Attr, out *fuse.EntryOut) {
+// fillEntry answers a lookup of name in parent: the kernel may keep the
+// name only while the client holds the inode's Lookup lock.
+func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.EntryOut) {
 	out.NodeId = nodeID(a.FID)
 	// The kernel puts (node id, generation) into the file handles it gives
 	// nfsd and name_to_handle_at, and refuses a handle whose generation
@@ -138,8 +155,15 @@ func (f *FS) fillEntry(a *proto.Attr, out *fuse.EntryOut) {
 	// outlives remounts and server restarts.
 	out.Generation = uint64(a.FID.Ver)
 	fillAttr(a, &out.Attr)
-	out.SetEntryTimeout(f.opts.EntryTimeout)
-	out.SetAttrTimeout(f.opts.AttrTimeout)
+	var et time.Duration
+	if name != "." && name != ".." && f.c.CachesEntry(a.FID) {
+		et = f.opts.EntryTimeout
+		if f.c.Coherent() {
+			f.notify.cached(a.FID, parent, name)
+		}
+	}
+	out.SetEntryTimeout(et)
+	out.SetAttrTimeout(f.attrTimeout(a))
 }
 
 func (f *FS) addHandle(h any) uint64 {
@@ -196,7 +220,7 @@ func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *
 	if err != nil {
 		return status(err)
 	}
-	f.fillEntry(a, out)
+	f.fillEntry(h.NodeId, name, a, out)
 	return fuse.OK
 }
 
@@ -211,7 +235,7 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 		return status(err)
 	}
 	fillAttr(a, &out.Attr)
-	out.SetTimeout(f.opts.AttrTimeout)
+	out.SetTimeout(f.attrTimeout(a))
 	return fuse.OK
 }
 
@@ -256,7 +280,7 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 		return status(err)
 	}
 	fillAttr(a, &out.Attr)
-	out.SetTimeout(f.opts.AttrTimeout)
+	out.SetTimeout(f.attrTimeout(a))
 	return fuse.OK
 }
 
@@ -267,7 +291,7 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 	if err != nil {
 		return status(err)
 	}
-	f.fillEntry(a, out)
+	f.fillEntry(in.NodeId, name, a, out)
 	return fuse.OK
 }
 
@@ -278,26 +302,42 @@ func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *f
 	if err != nil {
 		return status(err)
 	}
-	f.fillEntry(a, out)
+	f.fillEntry(in.NodeId, name, a, out)
 	return fuse.OK
 }
 
 func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	c, stop := ctx(cancel)
 	defer stop()
-	return status(f.c.Unlink(c, nodeFID(h.NodeId), name))
+	err := f.c.Unlink(c, nodeFID(h.NodeId), name)
+	if err == nil {
+		f.notify.removed(h.NodeId, name)
+	}
+	return status(err)
 }
+
+// SetServer gives the mapping the server it is mounted with, whose
+// notify calls drop the kernel's caches when the client's locks go.
+func (f *FS) SetServer(srv *fuse.Server) { f.notify.srv.Store(srv) }
 
 func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	c, stop := ctx(cancel)
 	defer stop()
-	return status(f.c.Rmdir(c, nodeFID(h.NodeId), name))
+	err := f.c.Rmdir(c, nodeFID(h.NodeId), name)
+	if err == nil {
+		f.notify.removed(h.NodeId, name)
+	}
+	return status(err)
 }
 
 func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	c, stop := ctx(cancel)
 	defer stop()
-	return status(f.c.Rename(c, nodeFID(in.NodeId), oldName, nodeFID(in.Newdir), newName, in.Flags))
+	err := f.c.Rename(c, nodeFID(in.NodeId), oldName, nodeFID(in.Newdir), newName, in.Flags)
+	if err == nil {
+		f.notify.renamed(in.NodeId, oldName, in.Newdir, newName, in.Flags&proto.RenameExchange != 0)
+	}
+	return status(err)
 }
 
 func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
@@ -307,7 +347,7 @@ func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fus
 	if err != nil {
 		return status(err)
 	}
-	f.fillEntry(a, out)
+	f.fillEntry(in.NodeId, name, a, out)
 	return fuse.OK
 }
 
@@ -318,7 +358,7 @@ func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name stri
 	if err != nil {
 		return status(err)
 	}
-	f.fillEntry(a, out)
+	f.fillEntry(h.NodeId, name, a, out)
 	return fuse.OK
 }
 
@@ -401,9 +441,20 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 	if err != nil {
 		return status(err)
 	}
-	f.fillEntry(a, &out.EntryOut)
+	f.fillEntry(in.NodeId, name, a, &out.EntryOut)
 	out.Fh = f.addHandle(file)
+	out.OpenFlags = f.openFlags()
 	return fuse.OK
+}
+
+// openFlags are what an open asks of the kernel: under locks, no page
+// cache (the client caches file data itself, where other clients' writes
+// can reach it), and parallel writes to one file.
+func (f *FS) openFlags() uint32 {
+	if !f.c.Coherent() {
+		return 0
+	}
+	return fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
 }
 
 func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
@@ -414,6 +465,7 @@ func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fu
 		return status(err)
 	}
 	out.Fh = f.addHandle(file)
+	out.OpenFlags = f.openFlags()
 	return fuse.OK
 }
 
@@ -520,6 +572,16 @@ func (f *FS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (ui
 	}
 	c, stop := ctx(cancel)
 	defer stop()
+	if in.Flags&syscall.O_APPEND != 0 && f.c.Coherent() {
+		// The kernel chose the offset from its idea of the size, which
+		// another client's append may have moved: the client appends at
+		// the end it finds under its lock.
+		n, _, err := file.Append(c, data)
+		if err != nil {
+			return 0, status(err)
+		}
+		return uint32(n), fuse.OK
+	}
 	n, err := file.WriteV(c, int64(in.Offset), data)
 	if err != nil {
 		return 0, status(err)
@@ -608,7 +670,7 @@ func (f *FS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntry
 			break
 		}
 		if e.Name != "." && e.Name != ".." && !e.Attr.FID.IsZero() {
-			f.fillEntry(&e.Attr, eo)
+			f.fillEntry(in.NodeId, e.Name, &e.Attr, eo)
 		}
 	}
 	return fuse.OK

@@ -24,6 +24,9 @@ type MountOptions struct {
 	// ReadAheadKB is the kernel's read-ahead window for the mount
 	// (readahead.go); 0 leaves the kernel's.
 	ReadAheadKB int
+	// NoLocks (-o nolock) mounts without caching under locks: the kernel
+	// page cache and close-to-open coherency, for comparison.
+	NoLocks bool
 }
 
 // DefaultMountOptions are what a bare mount gets: one-second kernel caches
@@ -53,6 +56,8 @@ func (o *MountOptions) ParseOptions(s string) error {
 			o.ReadOnly = false
 		case "debug":
 			o.Debug = true
+		case "nolock":
+			o.NoLocks = true
 		case "attr_timeout", "entry_timeout":
 			secs, err := strconv.ParseFloat(v, 64)
 			if !hasV || err != nil || secs < 0 {
@@ -124,10 +129,18 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 	if o.ReadOnly {
 		mo.Options = append(mo.Options, "ro")
 	}
-	srv, err := fuse.NewServer(New(c, o.Options), dir, mo)
+	if c.Coherent() {
+		// Pages a program maps are the only file data the kernel caches
+		// under locks (the rest is FOPEN_DIRECT_IO); they are dropped when
+		// the lock goes, like the rest of the kernel's caches.
+		mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
+	}
+	fsys := New(c, o.Options)
+	srv, err := fuse.NewServer(fsys, dir, mo)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	fsys.SetServer(srv)
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
 		srv.Unmount()
