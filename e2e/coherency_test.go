@@ -1,0 +1,606 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stripefs/stripefs/internal/testcluster"
+)
+
+// Many clients, one truth: what one mount does is what the others see, at
+// once, with the servers and every mount in processes of their own.
+
+// lockTimeout is the MDTs' callback bound in these tests: a killed client
+// is evicted after it.
+const lockTimeout = 3 * time.Second
+
+// coherent starts 2 MDTs and 4 OSTs and n mounts of them, each a client
+// process of its own, and returns the mount points.
+func coherent(t *testing.T, n int) (*testcluster.Cluster, []string) {
+	t.Helper()
+	c := testcluster.StartArgs(t, 2, 4, "--lock-timeout", lockTimeout.String())
+	mnts := []string{c.MountFS()}
+	for i := 1; i < n; i++ {
+		_, m := c.MountAt(fmt.Sprintf("mnt%c", 'a'+i))
+		mnts = append(mnts, m)
+	}
+	return c, mnts
+}
+
+// Appends from every mount, each keeping its descriptor: alternating, then
+// all at once. Every line is there once, whole, and each mount's lines
+// are in its order.
+func TestAppendAcrossMounts(t *testing.T) {
+	_, mnts := coherent(t, 3)
+	for _, mode := range []string{"alternating", "concurrent"} {
+		t.Run(mode, func(t *testing.T) {
+			name := "log-" + mode
+			const perMount = 400
+			fds := make([]*os.File, len(mnts))
+			for i, m := range mnts {
+				f, err := os.OpenFile(filepath.Join(m, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				must(t, err)
+				defer f.Close()
+				fds[i] = f
+			}
+			line := func(m, i int) []byte {
+				return []byte(fmt.Sprintf("mount %d line %05d %s\n", m, i, strings.Repeat("x", 20+i%7)))
+			}
+			if mode == "alternating" {
+				for i := range perMount {
+					for m, f := range fds {
+						if _, err := f.Write(line(m, i)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			} else {
+				var wg sync.WaitGroup
+				for m, f := range fds {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range perMount {
+							if _, err := f.Write(line(m, i)); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			for _, f := range fds {
+				must(t, f.Close())
+			}
+			for _, m := range mnts { // every mount sees the same whole file
+				checkAppends(t, filepath.Join(m, name), len(mnts), perMount, line)
+			}
+		})
+	}
+}
+
+func checkAppends(t *testing.T, path string, mounts, perMount int, line func(m, i int) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	next := make([]int, mounts)
+	n := 0
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			t.Fatalf("%s: a torn last line %q", path, b)
+		}
+		l := b[:nl+1]
+		b = b[nl+1:]
+		var m, i int
+		if _, err := fmt.Sscanf(string(l), "mount %d line %d", &m, &i); err != nil || m < 0 || m >= mounts {
+			t.Fatalf("%s: line %d is %q", path, n, l)
+		}
+		if i != next[m] || !bytes.Equal(l, line(m, i)) {
+			t.Fatalf("%s: line %d is %q, want mount %d's line %d", path, n, l, m, next[m])
+		}
+		next[m]++
+		n++
+	}
+	if n != mounts*perMount {
+		t.Fatalf("%s: %d lines, want %d (%v of each mount's)", path, n, mounts*perMount, next)
+	}
+}
+
+// A write below the end never shrinks the file: B, which opened it before
+// A wrote further out, writes the start and fsyncs.
+func TestSizeNeverShrinks(t *testing.T) {
+	_, mnts := coherent(t, 2)
+	a, b := filepath.Join(mnts[0], "f"), filepath.Join(mnts[1], "f")
+	writeFile(t, a, nil)
+	fb, err := os.OpenFile(b, os.O_WRONLY, 0)
+	must(t, err)
+	fa, err := os.OpenFile(a, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fa.WriteAt(bytes.Repeat([]byte{'A'}, 1000), 1000)
+	must(t, err)
+	must(t, fa.Sync())
+	_, err = fb.WriteAt(bytes.Repeat([]byte{'B'}, 1000), 0)
+	must(t, err)
+	must(t, fb.Sync())
+	for _, p := range []string{a, b} {
+		if st, err := os.Stat(p); err != nil || st.Size() != 2000 {
+			t.Errorf("stat %s: %v, size %d, want 2000", p, err, st.Size())
+		}
+	}
+	must(t, fb.Close())
+	must(t, fa.Close())
+	want := append(bytes.Repeat([]byte{'B'}, 1000), bytes.Repeat([]byte{'A'}, 1000)...)
+	for _, p := range []string{a, b} {
+		if got := readFile(t, p); !bytes.Equal(got, want) {
+			t.Errorf("%s after both closed: %d bytes, not B's then A's", p, len(got))
+		}
+	}
+}
+
+// What a write on A returned is what a read on B returns at once: without
+// fsync or close on A, whether B opens afresh or reads through a
+// descriptor (and its read-ahead) it had before; a stat on B shows A's
+// size; a truncate on A is B's next read's end.
+func TestReadAfterWriteAcrossMounts(t *testing.T) {
+	_, mnts := coherent(t, 2)
+	a, b := filepath.Join(mnts[0], "shared"), filepath.Join(mnts[1], "shared")
+	const size = 8 << 20
+	data := make([]byte, size)
+	pattern(data, 0, 1)
+	writeFile(t, a, data)
+	fb, err := os.Open(b)
+	must(t, err)
+	defer fb.Close()
+	whole := make([]byte, size)
+	if _, err := fb.ReadAt(whole, 0); err != nil || !bytes.Equal(whole, data) { // B reads ahead and caches
+		t.Fatalf("B's first read: %v", err)
+	}
+	fa, err := os.OpenFile(a, os.O_WRONLY, 0)
+	must(t, err)
+	defer fa.Close()
+	for round, off := range []int64{0, 4095, 1 << 20, 5<<20 + 17, size - 100} {
+		patch := []byte(fmt.Sprintf("round %d from A", round))
+		if _, err := fa.WriteAt(patch, off); err != nil {
+			t.Fatal(err)
+		}
+		copy(data[off:], patch)
+		got := make([]byte, len(patch)+64)
+		lo := max(0, off-32)
+		n, _ := fb.ReadAt(got, lo)
+		if !bytes.Equal(got[:n], data[lo:min(int64(size), lo+int64(len(got)))]) {
+			t.Fatalf("round %d: B's descriptor read %q at %d, want %q", round, got[:n], lo, data[lo:lo+int64(n)])
+		}
+		if fresh := readFile(t, b); !bytes.Equal(fresh, data) {
+			t.Fatalf("round %d: B's fresh open read other bytes", round)
+		}
+	}
+	// Growing without close: B's stat and read see the new end.
+	tail := []byte("grown by A, not closed")
+	_, err = fa.WriteAt(tail, size+4096)
+	must(t, err)
+	st, err := os.Stat(b)
+	must(t, err)
+	if st.Size() != size+4096+int64(len(tail)) {
+		t.Errorf("B's stat after A grew the file: %d, want %d", st.Size(), size+4096+len(tail))
+	}
+	got := make([]byte, 4096+len(tail))
+	if n, _ := fb.ReadAt(got, size); n != len(got) || !bytes.Equal(got[4096:], tail) || !bytes.Equal(got[:4096], make([]byte, 4096)) {
+		t.Errorf("B read %d bytes past the old end: %q", n, got[4096:n])
+	}
+	// A truncate on A is where B's next read ends.
+	must(t, fa.Truncate(3<<20))
+	n, err := fb.ReadAt(whole, 0)
+	if n != 3<<20 || !bytes.Equal(whole[:n], data[:n]) {
+		t.Errorf("B's read after A's truncate: %d bytes (%v), want %d", n, err, 3<<20)
+	}
+	if st, err := os.Stat(b); err != nil || st.Size() != 3<<20 {
+		t.Errorf("B's stat after A's truncate: %v %d", err, st.Size())
+	}
+}
+
+// Names made, renamed and removed on one mount are there, moved and gone
+// on the next lookup on another, however recently it looked them up.
+func TestNamesAcrossMounts(t *testing.T) {
+	_, mnts := coherent(t, 2)
+	a, b := mnts[0], mnts[1]
+	for i := range 50 {
+		n := fmt.Sprintf("n%d", i)
+		writeFile(t, filepath.Join(a, n), []byte(n))
+		if got := readFile(t, filepath.Join(b, n)); string(got) != n { // B caches the name
+			t.Fatalf("B reads %q in %s", got, n)
+		}
+		must(t, os.Rename(filepath.Join(a, n), filepath.Join(a, n+"-moved")))
+		if _, err := os.Stat(filepath.Join(b, n)); !os.IsNotExist(err) {
+			t.Fatalf("B still sees %s after A renamed it: %v", n, err)
+		}
+		if got := readFile(t, filepath.Join(b, n+"-moved")); string(got) != n {
+			t.Fatalf("B reads %q in %s-moved", got, n)
+		}
+		must(t, os.Remove(filepath.Join(a, n+"-moved")))
+		if _, err := os.Stat(filepath.Join(b, n+"-moved")); !os.IsNotExist(err) {
+			t.Fatalf("B still sees %s-moved after A removed it: %v", n, err)
+		}
+		must(t, os.Mkdir(filepath.Join(b, n), 0o700))
+		if st, err := os.Stat(filepath.Join(a, n)); err != nil || !st.IsDir() {
+			t.Fatalf("A does not see B's new directory %s: %v", n, err)
+		}
+		must(t, os.Chmod(filepath.Join(a, n), 0o751))
+		if st, err := os.Stat(filepath.Join(b, n)); err != nil || st.Mode().Perm() != 0o751 {
+			t.Fatalf("B sees mode %v of %s after A's chmod: %v", st.Mode(), n, err)
+		}
+		must(t, os.Remove(filepath.Join(b, n)))
+	}
+}
+
+// Two writers in the same rows of an erasure-coded file: parity agrees
+// with the data, and with an OST down a read returns exactly what was
+// written.
+func TestECTwoWriters(t *testing.T) {
+	c, mnts := coherent(t, 2)
+	dir := filepath.Join(mnts[0], "ec")
+	must(t, os.Mkdir(dir, 0o755))
+	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "64k", dir)
+	const unit, rows = 64 << 10, 24
+	want := make([]byte, rows*2*unit)
+	fa, err := os.OpenFile(filepath.Join(dir, "f"), os.O_CREATE|os.O_WRONLY, 0o644)
+	must(t, err)
+	fb, err := os.OpenFile(filepath.Join(mnts[1], "ec", "f"), os.O_WRONLY, 0)
+	must(t, err)
+	for r := range rows {
+		// A writes the first unit of each row, B the second, in turn, each
+		// leaving the row partial in its cache until the other needs it.
+		for w, f := range []*os.File{fa, fb} {
+			off := int64(r*2*unit + w*unit)
+			b := make([]byte, unit-100*w) // B's leaves a tail of the row unwritten
+			pattern(b, off, byte(10+w))
+			_, err := f.WriteAt(b, off)
+			must(t, err)
+			copy(want[off:], b)
+		}
+	}
+	must(t, fa.Close())
+	must(t, fb.Close())
+	want = want[:rows*2*unit-100]
+	if out := sfRun(t, c, "scrub", mnts[0]); !strings.Contains(out, " 0 rows with findings") {
+		t.Fatalf("scrub after two writers:\n%s", out)
+	}
+	c.Kill9(c.OSTs[0])
+	for _, m := range mnts {
+		if got := readFile(t, filepath.Join(m, "ec", "f")); !bytes.Equal(got, want) {
+			t.Fatalf("%s with ost0 down: %d bytes, not what was written (%d)", m, len(got), len(want))
+		}
+	}
+}
+
+// A client killed while it holds write locks is evicted once it cannot
+// answer, and the others go on: a conflicting write proceeds within the
+// lock timeout, and the killed client's unflushed data is nowhere.
+func TestKilledHolderIsEvicted(t *testing.T) {
+	c := testcluster.StartArgs(t, 2, 4, "--lock-timeout", lockTimeout.String())
+	a := c.MountFS()
+	pb, b := c.MountAt("mntb")
+	writeFile(t, filepath.Join(a, "f"), bytes.Repeat([]byte{'a'}, 4096))
+	// B writes without flushing: its data sits in its cache under its lock.
+	out, err := exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(b, "f"), "bs=4096", "count=1", "conv=notrunc", "status=none").CombinedOutput()
+	if err != nil {
+		t.Fatalf("dd on B: %v\n%s", err, out)
+	}
+	c.Kill9(pb)
+	start := time.Now()
+	f, err := os.OpenFile(filepath.Join(a, "f"), os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte("A after B died"), 0)
+	must(t, err)
+	must(t, f.Close())
+	took := time.Since(start)
+	if took > lockTimeout+5*time.Second {
+		t.Errorf("A's write behind a dead holder took %v (lock timeout %v)", took, lockTimeout)
+	}
+	got := readFile(t, filepath.Join(a, "f"))
+	if !bytes.HasPrefix(got, []byte("A after B died")) || len(got) != 4096 {
+		t.Errorf("file after the eviction: %q...", got[:min(len(got), 32)])
+	}
+	mdtLog, _ := os.ReadFile(c.MDTs[0].Log)
+	if !bytes.Contains(mdtLog, []byte("evicted client")) {
+		t.Errorf("the MDT did not log the eviction:\n%s", mdtLog)
+	}
+	t.Logf("write behind a killed holder: %v", took)
+}
+
+// Clients keep the locks they hold across a restart of the MDT (and an
+// OST): they replay them in the MDT's recovery window, go on using them,
+// and the replayed locks still keep them coherent. (The test holds no
+// descriptor on the mounts while it starts servers: a fork closes its
+// copies, and the kernel's flush of each would wait for the MDT.)
+func TestLockReplayAfterRestart(t *testing.T) {
+	c, mnts := coherent(t, 2)
+	a, b := mnts[0], mnts[1]
+	f1, f2 := make([]byte, 2<<20), make([]byte, 2<<20)
+	pattern(f1, 0, 3)
+	pattern(f2, 0, 4)
+	writeFile(t, filepath.Join(a, "f1"), f1) // A holds a write lock on f1
+	writeFile(t, filepath.Join(a, "f2"), f2)
+	if got := readFile(t, filepath.Join(b, "f2")); !bytes.Equal(got, f2) { // B a read lock on f2
+		t.Fatal("B's read of f2 before the restart")
+	}
+	enqA := clientCounter(t, a, "lock_enqueues")
+	c.Kill9(c.MDTs[0])
+	c.Kill9(c.OSTs[0])
+	c.Restart(c.MDTs[0]) // the MGS first: a starting OST registers there
+	c.Restart(c.OSTs[0])
+	// A writes f1 under the lock it replayed; B's read calls it back.
+	patch := []byte("A after the restart")
+	fa, err := os.OpenFile(filepath.Join(a, "f1"), os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fa.WriteAt(patch, 12345)
+	must(t, err)
+	copy(f1[12345:], patch)
+	if n := clientCounter(t, a, "lock_enqueues") - enqA; n != 0 {
+		t.Errorf("A took %d new data locks for f1: its lock was not replayed", n)
+	}
+	if got := readFile(t, filepath.Join(b, "f1")); !bytes.Equal(got, f1) {
+		t.Error("B does not read A's write to f1 after the restart")
+	}
+	must(t, fa.Close())
+	// A's write to f2 calls back the read lock B replayed.
+	fa, err = os.OpenFile(filepath.Join(a, "f2"), os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fa.WriteAt(patch, 777)
+	must(t, err)
+	copy(f2[777:], patch)
+	if got := readFile(t, filepath.Join(b, "f2")); !bytes.Equal(got, f2) {
+		t.Error("B does not read A's write to f2 after the restart")
+	}
+	must(t, fa.Close())
+	for _, m := range mnts {
+		if n := clientCounter(t, m, "locks_replayed"); n == 0 {
+			t.Errorf("%s replayed no lock", m)
+		}
+		if n := clientCounter(t, m, "locks_replay_refused"); n != 0 {
+			t.Errorf("%s: %d locks refused on replay", m, n)
+		}
+	}
+}
+
+// A single client pays for locks once per file, not per RPC: a long
+// sequential write takes one data lock.
+func TestOneLockPerFile(t *testing.T) {
+	_, mnts := coherent(t, 1)
+	before := clientCounter(t, mnts[0], "lock_enqueues")
+	f, err := os.Create(filepath.Join(mnts[0], "big"))
+	must(t, err)
+	buf := make([]byte, 1<<20)
+	for i := range 256 {
+		pattern(buf, int64(i)<<20, 5)
+		_, err := f.Write(buf)
+		must(t, err)
+	}
+	must(t, f.Close())
+	if n := clientCounter(t, mnts[0], "lock_enqueues") - before; n != 1 {
+		t.Errorf("%d data lock enqueues for one 256 MiB sequential write, want 1", n)
+	}
+	var st syscall.Stat_t
+	must(t, syscall.Stat(filepath.Join(mnts[0], "big"), &st))
+	if st.Size != 256<<20 {
+		t.Errorf("size %d", st.Size)
+	}
+}
+
+// A seeded random run of writes, appends, truncates, reads, renames and
+// unlinks on a few files, each from one of two mounts in turn, through
+// fresh opens and through descriptors each mount keeps: every result is
+// checked against one model of the files. STRIPEFS_MODEL_SEED replays a
+// run; STRIPEFS_MODEL_OPS sets its length.
+func TestMultiClientModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("STRIPEFS_MODEL_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	ops := 2500
+	if s := os.Getenv("STRIPEFS_MODEL_OPS"); s != "" {
+		fmt.Sscan(s, &ops)
+	}
+	t.Logf("seed %d (STRIPEFS_MODEL_SEED=%d to replay)", seed, seed)
+	_, mnts := coherent(t, 2)
+	for _, m := range mnts[:1] {
+		must(t, os.Mkdir(filepath.Join(m, "d"), 0o755))
+	}
+	rnd := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	names := map[string]int{}    // name → inode
+	inodes := map[int][]byte{}   // inode → content
+	fds := map[[2]int]*os.File{} // (mount, inode) → a descriptor the mount keeps
+	defer func() {
+		for _, f := range fds {
+			f.Close()
+		}
+	}()
+	nextInode := 1
+	path := func(m int, name string) string { return filepath.Join(mnts[m], "d", name) }
+	pick := func() (string, bool) {
+		if len(names) == 0 {
+			return "", false
+		}
+		ks := make([]string, 0, len(names))
+		for k := range names {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		return ks[rnd.IntN(len(ks))], true
+	}
+	var history []string // the last operations, for a failure's report
+	note := func(format string, args ...any) {
+		history = append(history, fmt.Sprintf(format, args...))
+		if len(history) > 30 {
+			history = history[1:]
+		}
+	}
+	fail := func(i int, format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d, op %d: "+format+"\nlast operations:\n  %s", append(append([]any{seed, i}, args...), strings.Join(history, "\n  "))...)
+	}
+	write := func(ino int, off int64, b []byte) {
+		c := inodes[ino]
+		if end := off + int64(len(b)); end > int64(len(c)) {
+			c = append(c, make([]byte, end-int64(len(c)))...)
+		}
+		copy(c[off:], b)
+		inodes[ino] = c
+	}
+	for i := range ops {
+		m := rnd.IntN(2)
+		name, ok := pick()
+		op := rnd.IntN(11)
+		if !ok {
+			op = 0
+		}
+		switch op {
+		case 0: // create a new name
+			n := fmt.Sprintf("f%d", rnd.IntN(6))
+			if _, exists := names[n]; exists {
+				continue
+			}
+			f, err := os.OpenFile(path(m, n), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err != nil {
+				fail(i, "mount %d: create %s: %v", m, n, err)
+			}
+			f.Close()
+			names[n], inodes[nextInode] = nextInode, nil
+			note("%d: mount %d: create %s (inode %d)", i, m, n, nextInode)
+			nextInode++
+		case 1, 2: // write through a fresh open
+			off, b := int64(rnd.IntN(300<<10)), make([]byte, 1+rnd.IntN(70<<10))
+			randBytes(rnd, b)
+			f, err := os.OpenFile(path(m, name), os.O_WRONLY, 0)
+			if err == nil {
+				_, err = f.WriteAt(b, off)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fail(i, "mount %d: write %s at %d: %v", m, name, off, err)
+			}
+			write(names[name], off, b)
+			note("%d: mount %d: write %s (inode %d) [%d, %d)", i, m, name, names[name], off, off+int64(len(b)))
+		case 3: // write through a kept descriptor
+			ino := names[name]
+			f := fds[[2]int{m, ino}]
+			if f == nil {
+				var err error
+				if f, err = os.OpenFile(path(m, name), os.O_RDWR, 0); err != nil {
+					fail(i, "mount %d: open %s: %v", m, name, err)
+				}
+				fds[[2]int{m, ino}] = f
+			}
+			off, b := int64(rnd.IntN(300<<10)), make([]byte, 1+rnd.IntN(20<<10))
+			randBytes(rnd, b)
+			if _, err := f.WriteAt(b, off); err != nil {
+				fail(i, "mount %d: write inode %d at %d: %v", m, ino, off, err)
+			}
+			write(ino, off, b)
+			note("%d: mount %d: write kept inode %d [%d, %d)", i, m, ino, off, off+int64(len(b)))
+		case 4: // append
+			b := []byte(fmt.Sprintf("append %d from mount %d\n", i, m))
+			f, err := os.OpenFile(path(m, name), os.O_WRONLY|os.O_APPEND, 0)
+			if err == nil {
+				_, err = f.Write(b)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fail(i, "mount %d: append to %s: %v", m, name, err)
+			}
+			ino := names[name]
+			note("%d: mount %d: append %s (inode %d) at %d", i, m, name, ino, len(inodes[ino]))
+			write(ino, int64(len(inodes[ino])), b)
+		case 5: // truncate
+			size := int64(rnd.IntN(400 << 10))
+			if err := os.Truncate(path(m, name), size); err != nil {
+				fail(i, "mount %d: truncate %s to %d: %v", m, name, size, err)
+			}
+			ino := names[name]
+			note("%d: mount %d: truncate %s (inode %d) to %d", i, m, name, ino, size)
+			c := inodes[ino]
+			if size <= int64(len(c)) {
+				inodes[ino] = c[:size]
+			} else {
+				inodes[ino] = append(c, make([]byte, size-int64(len(c)))...)
+			}
+		case 6, 7: // read through a fresh open, and stat
+			got, err := os.ReadFile(path(m, name))
+			if err != nil {
+				fail(i, "mount %d: read %s: %v", m, name, err)
+			}
+			want := inodes[names[name]]
+			note("%d: mount %d: read %s (inode %d): %d bytes", i, m, name, names[name], len(got))
+			if !bytes.Equal(got, want) {
+				fail(i, "mount %d: %s reads %d bytes (first difference at %d), want %d", m, name, len(got), firstDiff(got, want), len(want))
+			}
+			st, err := os.Stat(path(m, name))
+			if err != nil || st.Size() != int64(len(want)) {
+				fail(i, "mount %d: stat %s: %v, size %d, want %d", m, name, err, st.Size(), len(want))
+			}
+		case 8: // read through every kept descriptor of this mount
+			for k, f := range fds {
+				if k[0] != m {
+					continue
+				}
+				want := inodes[k[1]]
+				got := make([]byte, len(want)+100)
+				n, err := f.ReadAt(got, 0)
+				if err != nil && err.Error() != "EOF" {
+					fail(i, "mount %d: read inode %d: %v", m, k[1], err)
+				}
+				if !bytes.Equal(got[:n], want) {
+					fail(i, "mount %d: kept descriptor of inode %d reads %d bytes (first difference at %d), want %d", m, k[1], n, firstDiff(got[:n], want), len(want))
+				}
+			}
+		case 9: // rename, perhaps over another name
+			to := fmt.Sprintf("f%d", rnd.IntN(6))
+			if err := os.Rename(path(m, name), path(m, to)); err != nil {
+				fail(i, "mount %d: rename %s to %s: %v", m, name, to, err)
+			}
+			ino := names[name]
+			note("%d: mount %d: rename %s (inode %d) to %s (inode %d)", i, m, name, ino, to, names[to])
+			delete(names, name)
+			names[to] = ino
+		case 10: // unlink; kept descriptors keep the inode
+			if err := os.Remove(path(m, name)); err != nil {
+				fail(i, "mount %d: unlink %s: %v", m, name, err)
+			}
+			note("%d: mount %d: unlink %s (inode %d)", i, m, name, names[name])
+			delete(names, name)
+		}
+	}
+}
+
+func randBytes(r *rand.Rand, b []byte) {
+	for i := 0; i < len(b); i += 8 {
+		v := r.Uint64()
+		for j := 0; j < 8 && i+j < len(b); j++ {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
