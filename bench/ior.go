@@ -51,6 +51,18 @@ type IORConfig struct {
 	// DropCaches empties the machine's page cache before each read pass
 	// (needs root); without it only the test files' pages are dropped.
 	DropCaches bool `json:"drop_caches"`
+	// Via are the same test path through other mounts of the filesystem
+	// (other clients, as MPI ranks on other nodes would be): task t uses
+	// the (t mod (1+len(Via)))-th of Path, Via[0], Via[1]…
+	Via []string `json:"via,omitempty"`
+}
+
+// pathOf is the test path task t uses: Path or one of Via.
+func (c *IORConfig) pathOf(t int) string {
+	if k := t % (1 + len(c.Via)); k > 0 {
+		return c.Via[k-1]
+	}
+	return c.Path
 }
 
 // Validate checks the configuration the way IOR's option parser does,
@@ -90,10 +102,12 @@ func (c *IORConfig) Validate() error {
 	if st, err := os.Stat(c.Path); err == nil && st.IsDir() {
 		return fmt.Errorf("ior: -o %s is a directory; give the path of a test file in it, e.g. %s", c.Path, filepath.Join(c.Path, "ior"))
 	}
-	if st, err := os.Stat(filepath.Dir(c.Path)); err != nil {
-		return fmt.Errorf("ior: %w", err)
-	} else if !st.IsDir() {
-		return fmt.Errorf("ior: %s is not a directory", filepath.Dir(c.Path))
+	for _, p := range append([]string{c.Path}, c.Via...) {
+		if st, err := os.Stat(filepath.Dir(p)); err != nil {
+			return fmt.Errorf("ior: %w", err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("ior: %s is not a directory", filepath.Dir(p))
+		}
 	}
 	return nil
 }
@@ -287,9 +301,9 @@ func (r *iorRun) phase(ctx context.Context, access string, cw *counterWatch) (ph
 	}()
 	fileOf := func(t int) string {
 		if r.cfg.FilePerProc {
-			return r.files[r.owner(t, access)]
+			return fmt.Sprintf("%s.%08d", r.cfg.pathOf(t), r.owner(t, access))
 		}
-		return r.files[0]
+		return r.cfg.pathOf(t)
 	}
 	flags := os.O_RDONLY
 	if write {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -243,6 +244,20 @@ func (c *Client) noteLock(mdt uint32, fid proto.FID, g proto.LockGrant) {
 	t.addLocked(proto.LockDesc{ID: g.ID, Res: fid, Kind: proto.LockBits, Mode: proto.LockPR, Bits: g.Bits}, mdt)
 	t.mu.Unlock()
 	c.trimLRU()
+}
+
+// forgetBits drops this client's metadata locks on fid without a word to
+// anyone: fid left the namespace by this client's own change, whose MDT
+// dropped them too, and this mount's kernel dropped what they guarded.
+func (c *Client) forgetBits(fid proto.FID) {
+	t := &c.locks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range slices.Clone(t.byRes[fid]) {
+		if l.d.Kind == proto.LockBits && !l.cancelling && l.users == 0 {
+			t.removeLocked(l)
+		}
+	}
 }
 
 // dataLock returns a lock on st's file covering [start, end) in mode,

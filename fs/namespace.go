@@ -295,6 +295,9 @@ func (c *Client) remove(ctx context.Context, dir proto.FID, name string, isDir b
 	if err := c.mdtCall(ctx, dir, proto.MUnlink, &proto.UnlinkReq{Parent: dir, Name: name, Dir: isDir}, &r); err != nil {
 		return err
 	}
+	if r.Attr.Nlink == 0 && !r.Attr.FID.IsZero() {
+		c.forgetBits(r.Attr.FID) // the MDT dropped them too
+	}
 	if r.Destroy {
 		c.destroyObjects(r.Attr)
 	}

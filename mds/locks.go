@@ -274,6 +274,12 @@ func (m *MDT) wrapChanges() {
 						return rpc.Reply{}, err
 					}
 					rep, err := next(context.WithValue(ctx, lockedKey{}, fids), r)
+					if u, ok := rep.Msg.(*proto.UnlinkReply); ok && err == nil && u.Attr.Nlink == 0 && !u.Attr.FID.IsZero() {
+						// The inode is gone from the namespace: the asker's
+						// metadata locks on it guard nothing (it drops its
+						// own), and others' were just called back.
+						m.locks.DropBits(r.Client, u.Attr.FID)
+					}
 					release()
 					if !errors.Is(err, errRelock) {
 						return rep, err

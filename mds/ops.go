@@ -20,7 +20,7 @@ func (m *MDT) register() {
 	rpc.HandleFunc(s, proto.MLookup, m.lookup)
 	rpc.HandleFunc(s, proto.MGetattr, m.getattr)
 	rpc.HandleFunc(s, proto.MSetattr, m.setattr)
-	rpc.HandleFunc(s, proto.MCreate, withGrant(m, m.create))
+	rpc.HandleFunc(s, proto.MCreate, m.create)
 	rpc.HandleFunc(s, proto.MMkdir, withGrant(m, m.mkdir))
 	rpc.HandleFunc(s, proto.MSymlink, withGrant(m, m.symlink))
 	rpc.HandleFunc(s, proto.MReadlink, m.readlink)
@@ -292,7 +292,9 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 	if r.Open {
 		m.opens[n.Attr.FID]++
 	}
-	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr}, nil
+	// Granted under m.mu, before any change another client could make
+	// to the new name's inode: the attributes below are the lock's.
+	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr, Lock: m.grantMeta(ctx, n.Attr.FID, r.Want)}, nil
 }
 
 // layoutFits reports whether l, a layout this MDT gave out before a

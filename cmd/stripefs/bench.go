@@ -101,6 +101,14 @@ Comparisons on a stripefs mount, in alternating rounds, with their ratios:
                   against a plain one striped over as many OSTs.
                   e.g. bench ec --mount MNT --rounds 6
 
+Two mounts of one filesystem (two clients):
+  bench pingpong  one block written on one mount and read back on the other,
+                  then the other way: lock hand-offs per second, hand-off
+                  latency and the MDTs' callback answer time.
+                  e.g. bench pingpong MNT1/pp MNT2/pp --rounds 2000
+  bench ior --via the same test path through other mounts: task t uses the
+                  (t mod n)-th (IOR's ranks on several nodes).
+
 OSTs without a client (obdfilter-survey):
   bench survey    write, rewrite and read objects over RPC straight to the
                   OSTs, beside the same pattern written to plain files on
@@ -108,7 +116,7 @@ OSTs without a client (obdfilter-survey):
                   OSTs' allocation, FIEMAP, grant and quota counters.
                   e.g. bench survey --data /tmp/sv --threads 4 --size 512MiB`,
 	}
-	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd())
+	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd())
 	return cmd
 }
 
@@ -194,6 +202,7 @@ client read-modify-writes counted during it.`,
 	f.Uint64VarP(&seed, "seed", "G", 0, "data pattern seed (default random; give the printed one to -R a kept file)")
 	f.BoolVar(&c.DropCaches, "drop-caches", false, "empty the whole page cache before each read pass (root)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	f.StringSliceVar(&c.Via, "via", nil, "the same -o path through other mounts (other clients): task t uses the (t mod n)-th of -o and these")
 	return cmd
 }
 
@@ -328,6 +337,33 @@ mount's. --fiemap-fail holds for the through passes too.`,
 	f.BoolVar(&c.DropCaches, "drop-caches", false, "drop the page cache before read passes (root)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	through.add(f, "write and rewrite")
+	return cmd
+}
+
+func pingpongCmd() *cobra.Command {
+	var c bench.PingPongConfig
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "pingpong PATH-ON-MOUNT-A PATH-ON-MOUNT-B [--rounds 1000] [--block 4096] [--json]",
+		Short: "Lock ping-pong: one block handed back and forth between two mounts",
+		Long: `Writes one block of a file through the first path, reads it back through the
+second (the same file on another mount: another client), then the other way,
+--rounds times, checking each read holds what the other side wrote. On
+stripefs every hand-off calls a lock back: the run prints round trips per
+second, the hand-off latency (median, p99), and the MDTs' callbacks and their
+mean answer time. The file is removed at the end.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.A, c.B = args[0], args[1]
+			ctx, stop := interruptible()
+			defer stop()
+			res, err := bench.PingPong(ctx, c)
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.PingPongResult) *time.Time { return &r.Time })
+		},
+	}
+	cmd.Flags().IntVar(&c.Rounds, "rounds", 1000, "round trips")
+	cmd.Flags().IntVar(&c.Block, "block", 4096, "bytes written and read each hand-off")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return cmd
 }
 

@@ -516,6 +516,24 @@ func (s *Service) Evict(client, why string) {
 	s.effects(eff)
 }
 
+// DropBits drops client's metadata locks on res, without calling it back:
+// the inode left the namespace by a change client made, and the client
+// drops them on its side when the change's reply says so.
+func (s *Service) DropBits(client string, res proto.FID) {
+	s.mu.Lock()
+	ls := s.ns.Granted(res, func(l *ldlm.Lock) bool { return l.Client == client && l.Kind == ldlm.KindBits && !l.Server })
+	var eff ldlm.Effects
+	for _, l := range ls {
+		e := s.ns.Cancel(l.ID)
+		eff.Callbacks = append(eff.Callbacks, e.Callbacks...)
+		eff.Granted = append(eff.Granted, e.Granted...)
+		s.forgetLocked(l.ID)
+		s.ctr.Cancelled.Add(1)
+	}
+	s.mu.Unlock()
+	s.effects(eff)
+}
+
 // Forget drops every lock of a client that left for good (a clean
 // unmount, or one gone so long it was taken for dead).
 func (s *Service) Forget(client string) {
