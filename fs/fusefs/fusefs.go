@@ -443,15 +443,19 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 	}
 	f.fillEntry(in.NodeId, name, a, &out.EntryOut)
 	out.Fh = f.addHandle(file)
-	out.OpenFlags = f.openFlags()
+	out.OpenFlags = f.openFlags(in.Flags)
 	return fuse.OK
 }
 
 // openFlags are what an open asks of the kernel: under locks, no page
 // cache (the client caches file data itself, where other clients' writes
-// can reach it), and parallel writes to one file.
-func (f *FS) openFlags() uint32 {
-	if !f.c.Coherent() {
+// can reach it), and parallel writes to one file. An O_DIRECT open goes
+// around the page cache by itself, and its vectors keep the kernel's
+// asynchronous direct I/O (FUSE_ASYNC_DIO: nfsd's two-request 1 MiB
+// write in flight at once), which FOPEN_DIRECT_IO's synchronous path
+// would lose.
+func (f *FS) openFlags(flags uint32) uint32 {
+	if !f.c.Coherent() || flags&syscall.O_DIRECT != 0 {
 		return 0
 	}
 	return fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES
@@ -465,7 +469,7 @@ func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fu
 		return status(err)
 	}
 	out.Fh = f.addHandle(file)
-	out.OpenFlags = f.openFlags()
+	out.OpenFlags = f.openFlags(in.Flags)
 	return fuse.OK
 }
 
