@@ -632,3 +632,100 @@ func TestTwoMountBenchmarks(t *testing.T) {
 		}
 	}
 }
+
+// A writer killed with partial rows of an erasure-coded file in its cache
+// leaves no row half-applied: parity agrees with the data of every row
+// after another client rewrites what it needs, and reads are exact with
+// an OST down.
+func TestKilledECWriterLeavesNoTornRow(t *testing.T) {
+	c := testcluster.StartArgs(t, 2, 4, "--lock-timeout", lockTimeout.String())
+	a := c.MountFS()
+	pb, b := c.MountAt("mntb")
+	dir := filepath.Join(a, "ec")
+	must(t, os.Mkdir(dir, 0o755))
+	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "64k", dir)
+	const row = 128 << 10
+	want := make([]byte, 16*row)
+	pattern(want, 0, 7)
+	writeFile(t, filepath.Join(dir, "f"), want)
+	// B dirties half of every other row, without flushing, and dies.
+	f, err := os.OpenFile(filepath.Join(b, "ec", "f"), os.O_WRONLY, 0)
+	must(t, err)
+	for r := 0; r < 16; r += 2 {
+		_, err := f.WriteAt(bytes.Repeat([]byte{0xee}, row/2), int64(r*row+1000))
+		must(t, err)
+	}
+	c.Kill9(pb)
+	f.Close()
+	// A's write to one of those rows waits out the eviction.
+	fa, err := os.OpenFile(filepath.Join(dir, "f"), os.O_WRONLY, 0)
+	must(t, err)
+	patch := bytes.Repeat([]byte{0x5a}, 777)
+	_, err = fa.WriteAt(patch, 4*row+3)
+	must(t, err)
+	must(t, fa.Close())
+	copy(want[4*row+3:], patch)
+	if got := readFile(t, filepath.Join(dir, "f")); !bytes.Equal(got, want) {
+		t.Fatalf("after the writer was killed: %d bytes, not A's (first difference at %d)", len(got), firstDiff(got, want))
+	}
+	if out := sfRun(t, c, "scrub", a); !strings.Contains(out, " 0 rows with findings") {
+		t.Fatalf("scrub after a killed writer:\n%s", out)
+	}
+	c.Kill9(c.OSTs[1])
+	if got := readFile(t, filepath.Join(dir, "f")); !bytes.Equal(got, want) {
+		t.Fatalf("with ost1 down: %d bytes, not what was written", len(got))
+	}
+}
+
+// A client keeps at most --lru-size locks: the unused ones go back to the
+// MDTs, and what they guarded is still right when asked again.
+func TestLockLRU(t *testing.T) {
+	c := testcluster.StartArgs(t, 2, 4, "--lock-timeout", lockTimeout.String())
+	mnt := c.MountWith([]string{"--lru-size", "200"})
+	for i := range 1000 {
+		writeFile(t, filepath.Join(mnt, fmt.Sprintf("f%d", i)), []byte(fmt.Sprint(i)))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for clientCounter(t, mnt, "locks_held") > 200 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if held := clientCounter(t, mnt, "locks_held"); held > 200 {
+		t.Errorf("%d locks held with --lru-size 200", held)
+	}
+	if n := clientCounter(t, mnt, "locks_lru_cancels"); n < 700 {
+		t.Errorf("%d locks given back early for 1000 files' worth", n)
+	}
+	for i := range 1000 {
+		if got := readFile(t, filepath.Join(mnt, fmt.Sprintf("f%d", i))); string(got) != fmt.Sprint(i) {
+			t.Fatalf("f%d reads %q", i, got)
+		}
+	}
+}
+
+// A mapping of a file on one mount shows another mount's write: the
+// kernel's mapped pages are dropped when the lock that guarded them goes.
+func TestMmapSeesOtherMount(t *testing.T) {
+	_, mnts := coherent(t, 2)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 8192) // 128 KiB
+	writeFile(t, filepath.Join(mnts[0], "m"), data)
+	f, err := os.Open(filepath.Join(mnts[1], "m"))
+	must(t, err)
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), 0, len(data), syscall.PROT_READ, syscall.MAP_SHARED)
+	must(t, err)
+	defer syscall.Munmap(m)
+	if !bytes.Equal(m, data) {
+		t.Fatal("the mapping does not hold the file")
+	}
+	fa, err := os.OpenFile(filepath.Join(mnts[0], "m"), os.O_WRONLY, 0)
+	must(t, err)
+	_, err = fa.WriteAt([]byte("WRITTEN ON A"), 70000)
+	must(t, err)
+	must(t, fa.Close())
+	copy(data[70000:], "WRITTEN ON A")
+	// A's write returned after B gave its read lock up, which dropped the
+	// mapped pages: the next touch reads them again.
+	if !bytes.Equal(m, data) {
+		t.Errorf("B's mapping still shows %q at 70000 after A's write", m[70000:70012])
+	}
+}
