@@ -480,6 +480,10 @@ func (ns *Namespace) Replay(l Lock) (*Lock, error) {
 	return nl, nil
 }
 
+// LastID is the id the namespace gave out last: a lock with a greater id
+// is newer than this moment.
+func (ns *Namespace) LastID() ID { return ns.next }
+
 // Get returns the lock or request with id, or nil.
 func (ns *Namespace) Get(id ID) *Lock { return ns.byID[id] }
 

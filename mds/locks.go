@@ -141,14 +141,43 @@ func (m *MDT) checkDataRes(fid proto.FID) error {
 // Lookup from the MDT answering for an entry, Update only from fid's own
 // MDT.
 func (m *MDT) grantMeta(ctx context.Context, fid proto.FID, want uint8) proto.LockGrant {
+	g, _ := m.grantMetaFresh(ctx, fid, want)
+	return g
+}
+
+func (m *MDT) grantMetaFresh(ctx context.Context, fid proto.FID, want uint8) (proto.LockGrant, bool) {
 	if want == 0 || fid.IsZero() {
-		return proto.LockGrant{}
+		return proto.LockGrant{}, false
 	}
 	if fid.MDT() != m.cfg.Index {
 		want &^= proto.LockUpdate | proto.LockLayout
 	}
 	c, _ := rpc.CallerFrom(ctx)
 	return m.locks.TryBits(c.Client, fid, want)
+}
+
+// grantEntry is grantMeta for a reply that found fid through an entry it
+// read when the MDT had made gen commits. A change to the entry between
+// that read and the grant would find no lock to call back, and the asker
+// would cache the entry as it was: so if anything was committed since,
+// the entry is read again (still leads to fid?), and a lock granted for
+// what is no longer there is taken back. A lock the asker held already
+// needs no check: that change would have called it back first.
+func (m *MDT) grantEntry(ctx context.Context, fid proto.FID, want uint8, gen uint64, still func() bool) proto.LockGrant {
+	g, fresh := m.grantMetaFresh(ctx, fid, want)
+	if g.ID == 0 || !fresh || m.commits.Load() == gen || (still != nil && still()) {
+		return g
+	}
+	m.locks.Withdraw(g.ID)
+	return proto.LockGrant{}
+}
+
+// entryLeadsTo reports whether name in parent still names fid.
+func (m *MDT) entryLeadsTo(parent proto.FID, name string, fid proto.FID) func() bool {
+	return func() bool {
+		d, err := m.getDirent(parent, name)
+		return err == nil && d.FID == fid
+	}
 }
 
 // glimpse merges into a what other clients' writes have made of a
@@ -172,7 +201,9 @@ func withGrant[Req interface{ WantLocks() uint8 }](m *MDT, f func(context.Contex
 		if err != nil || !ok || (*r).WantLocks() == 0 || rep.Attr.FID.IsZero() {
 			return resp, err
 		}
-		rep.Lock = m.grantMeta(ctx, rep.Attr.FID, (*r).WantLocks())
+		// The entry was made by this very request: any commit since may be
+		// a change to it (a rename by another client that found the name).
+		rep.Lock = m.grantEntry(ctx, rep.Attr.FID, (*r).WantLocks(), m.commits.Load(), nil)
 		if rep.Lock.ID != 0 && !rep.Remote && rep.Attr.FID.MDT() == m.cfg.Index {
 			if n, err := m.getInode(rep.Attr.FID); err == nil {
 				rep.Attr = n.Attr

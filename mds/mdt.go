@@ -93,6 +93,7 @@ type MDT struct {
 	recs       recIndex // the update-log records held, and cancel watermarks
 
 	lastTransno atomic.Uint64 // of the last change applied
+	commits     atomic.Uint64 // batches committed: a reply granting a lock checks nothing changed since it read (locks.go)
 	committed   atomic.Uint64 // highest transno known durable
 	rr          atomic.Uint32 // round-robin start OST for new layouts
 	rrDir       atomic.Uint32 // round-robin MDT for new directories
@@ -423,6 +424,7 @@ func (m *MDT) commit(b *pebble.Batch, sync bool) error {
 		return fmt.Errorf("mdt%d: commit: %v: %w", m.cfg.Index, err, syscall.EIO)
 	}
 	m.recs.committed(b)
+	m.commits.Add(1)
 	if !sync {
 		m.dirty.Store(true)
 	}

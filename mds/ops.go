@@ -64,6 +64,7 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 	if len(r.Name) > nameMax {
 		return nil, m.errorf("lookup", r.Name, syscall.ENAMETOOLONG)
 	}
+	gen := m.commits.Load() // before the entry is read (grantEntry)
 	if _, err := m.getDir(r.Parent); err != nil {
 		return nil, err
 	}
@@ -93,12 +94,13 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 		// A remote directory, or a remote entry of a file (a cross-MDT
 		// link or rename): its MDT has the attributes; the entry is ours
 		// to guard.
-		return &proto.AttrReply{Attr: proto.Attr{FID: fid, Mode: mode}, Remote: true, Lock: m.grantMeta(ctx, fid, want)}, nil
+		return &proto.AttrReply{Attr: proto.Attr{FID: fid, Mode: mode}, Remote: true,
+			Lock: m.grantEntry(ctx, fid, want, gen, m.entryLeadsTo(r.Parent, r.Name, fid))}, nil
 	}
 	// The lock first, then the inode: a change that calls the lock back
 	// is made after the grant, so what is read below is never older than
 	// what the lock lets the client keep.
-	g := m.grantMeta(ctx, fid, want)
+	g := m.grantEntry(ctx, fid, want, gen, m.entryLeadsTo(r.Parent, r.Name, fid))
 	n, err := m.getInode(fid)
 	if err != nil {
 		return nil, err
@@ -822,6 +824,7 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 const readdirMax = 4096
 
 func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
+	gen := m.commits.Load() // before the entries are read (grantEntry)
 	dir, err := m.getDir(r.FID)
 	if err != nil {
 		return nil, err
@@ -831,7 +834,7 @@ func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
 	add := func(e proto.DirEnt) {
 		if r.Plus {
 			if e.Name != "." && e.Name != ".." {
-				e.Lock = m.grantMeta(ctx, e.FID, r.Want)
+				e.Lock = m.grantEntry(ctx, e.FID, r.Want, gen, m.entryLeadsTo(r.FID, e.Name, e.FID))
 			}
 			if n, err := m.getInode(e.FID); err == nil {
 				e.Attr = n.Attr

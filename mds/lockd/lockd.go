@@ -350,20 +350,29 @@ func (s *Service) Cancel(client string, r *proto.LockCancelReq) error {
 }
 
 // TryBits grants client a metadata lock on res if nothing conflicts
-// (an intent lock riding on a reply); zero if not.
-func (s *Service) TryBits(client string, res proto.FID, bits uint8) proto.LockGrant {
+// (an intent lock riding on a reply); zero if not. fresh says the lock is
+// new, not one the client held already.
+func (s *Service) TryBits(client string, res proto.FID, bits uint8) (g proto.LockGrant, fresh bool) {
 	if client == "" || bits == 0 || s.IsEvicted(client) {
-		return proto.LockGrant{}
+		return proto.LockGrant{}, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	last := s.ns.LastID()
 	l, _, err := s.ns.Enqueue(ldlm.Request{Res: res, Client: client, Kind: ldlm.KindBits, Mode: ldlm.PR, Bits: ldlm.Bits(bits) & ldlm.AllBits, Try: true})
 	if err != nil || l == nil {
-		return proto.LockGrant{}
+		return proto.LockGrant{}, false
 	}
-	s.ctr.Granted.Add(1)
-	return proto.LockGrant{ID: uint64(l.ID), Bits: uint8(l.Bits)}
+	fresh = l.ID > last
+	if fresh {
+		s.ctr.Granted.Add(1)
+	}
+	return proto.LockGrant{ID: uint64(l.ID), Bits: uint8(l.Bits)}, fresh
 }
+
+// Withdraw takes back a lock just granted with a reply that turned out
+// stale (the entry it guards changed before the grant).
+func (s *Service) Withdraw(id uint64) { s.cancel(ldlm.ID(id), proto.LVB{}) }
 
 // Change takes the server's locks for a change made on client's behalf:
 // EX on bits of each FID, after every other client's conflicting

@@ -176,7 +176,7 @@ func TestSilentHolderIsEvicted(t *testing.T) {
 	if _, err := s.Enqueue(ctx, "A", "a", pr(0, 10)); !errors.Is(err, ErrEvicted) {
 		t.Errorf("evicted client's enqueue: %v", err)
 	}
-	if g := s.TryBits("A", fa, proto.LockLookup); g.ID != 0 {
+	if g, _ := s.TryBits("A", fa, proto.LockLookup); g.ID != 0 {
 		t.Error("an evicted client got a metadata lock")
 	}
 }
@@ -259,8 +259,8 @@ func TestChangeLocks(t *testing.T) {
 			return proto.LVB{}, nil
 		})
 	}
-	ga := s.TryBits("A", fa, proto.LockLookup|proto.LockUpdate)
-	gb := s.TryBits("B", fa, proto.LockUpdate)
+	ga, _ := s.TryBits("A", fa, proto.LockLookup|proto.LockUpdate)
+	gb, _ := s.TryBits("B", fa, proto.LockUpdate)
 	if ga.ID == 0 || gb.ID == 0 {
 		t.Fatal("metadata locks not granted")
 	}
@@ -271,12 +271,16 @@ func TestChangeLocks(t *testing.T) {
 	if len(called) != 1 || called[0] != "B" {
 		t.Errorf("called back %v, want only B", called)
 	}
-	if g := s.TryBits("C", fa, proto.LockUpdate); g.ID != 0 {
+	if g, _ := s.TryBits("C", fa, proto.LockUpdate); g.ID != 0 {
 		t.Error("a metadata lock was granted during a change")
 	}
 	rel()
-	if g := s.TryBits("C", fa, proto.LockUpdate); g.ID == 0 {
-		t.Error("no metadata lock after the change")
+	g, fresh := s.TryBits("C", fa, proto.LockUpdate)
+	if g.ID == 0 || !fresh {
+		t.Error("no new metadata lock after the change")
+	}
+	if g2, fresh := s.TryBits("C", fa, proto.LockUpdate); g2.ID != g.ID || fresh {
+		t.Errorf("asking again: %+v (fresh %v), want the lock held %+v", g2, fresh, g)
 	}
 }
 
