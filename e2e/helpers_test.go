@@ -69,6 +69,9 @@ func TestMain(m *testing.M) {
 
 func runOp(op string) int {
 	f := strings.Fields(op)
+	if strings.HasPrefix(f[0], "flock-") {
+		return runFlockOp(f)
+	}
 	var err error
 	switch f[0] {
 	case "create":

@@ -106,7 +106,8 @@ type Client struct {
 
 	dirs dirAttrs // directories as this client's last change left them
 
-	locks lockTable // what the client holds of the lock service (locks.go)
+	locks  lockTable  // what the client holds of the lock service (locks.go)
+	flocks flockTable // its application locks (flock.go)
 }
 
 // Connect reads the cluster map from the MGS and returns a client.
@@ -167,7 +168,10 @@ func (c *Client) newMDTRPC(idx uint32, addr string) *rpc.Client {
 	r.Replay = true
 	r.HandleCallback(proto.CBBlocking, c.handleBlocking(idx))
 	r.HandleCallback(proto.CBGlimpse, c.handleGlimpse)
-	r.OnRestart = func(ctx context.Context, do func(*rpc.Call) error) { c.replayLocks(ctx, idx, do) }
+	r.OnRestart = func(ctx context.Context, do func(*rpc.Call) error) {
+		c.replayLocks(ctx, idx, do)
+		c.replayFlocks(idx, do)
+	}
 	return r
 }
 

@@ -47,5 +47,5 @@ func (c *Client) Counters() []Counter {
 		{"direct_mdt_calls", c.counters.directMDTCalls.Load()},
 		{"dir_attr_hits", c.counters.dirAttrHits.Load()},
 		{"grant_bytes", c.grantBytes()},
-	}, c.lockCounters()...)
+	}, append(c.lockCounters(), c.flockCounters()...)...)
 }

@@ -692,6 +692,7 @@ func (c *Client) evicted(mdt uint32, r *rpc.Client) {
 	t.evictions.Add(1)
 	log.Printf("stripefs: evicted by mdt%d: %d locks and what they guarded are dropped; reconnecting as a new client", mdt, len(old))
 	r.Renew()
+	c.dropMDTFlocks(mdt) // the MDT dropped them with the rest
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()

@@ -108,16 +108,20 @@ func CheckFlock(r *Flock) error {
 	return nil
 }
 
-// Test returns the first lock that keeps r from being granted (F_GETLK),
-// or nil.
+// Test returns the lock that keeps r from being granted (F_GETLK), the
+// one starting lowest as Linux's sorted lock lists give it, or nil.
 func (f *Flocks) Test(r Flock) *Flock {
+	var first *Flock
 	for _, h := range f.held[flockKey{r.Res, r.Kind}] {
-		if h.conflicts(&r) {
-			c := *h
-			return &c
+		if h.conflicts(&r) && (first == nil || h.Start < first.Start) {
+			first = h
 		}
 	}
-	return nil
+	if first == nil {
+		return nil
+	}
+	c := *first
+	return &c
 }
 
 // Set grants r now if nothing conflicts, replacing, splitting and merging
@@ -348,6 +352,44 @@ func (f *Flocks) Held(res proto.FID, kind FlockKind) []Flock {
 		out = append(out, *h)
 	}
 	return out
+}
+
+// All returns every held lock, in no order.
+func (f *Flocks) All() []Flock {
+	var out []Flock
+	for _, hs := range f.held {
+		for _, h := range hs {
+			out = append(out, *h)
+		}
+	}
+	return out
+}
+
+// WaitersOf returns the ids of client's waiters.
+func (f *Flocks) WaitersOf(client string) []uint64 {
+	var out []uint64
+	for id, w := range f.byID {
+		if w.Req.Owner.Client == client {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// HoldsAnyBlocking reports whether a lock of client keeps a waiter of
+// another client waiting.
+func (f *Flocks) HoldsAnyBlocking(client string) bool {
+	for _, w := range f.byID {
+		if w.Req.Owner.Client == client {
+			continue
+		}
+		for _, b := range f.blockers(w.Req) {
+			if b.Client == client {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // FlockStats are the table's sizes.

@@ -219,7 +219,7 @@ func noteClient(b *pebble.Batch, c rpc.Caller, transno uint64) {
 // protocol, quota, the MGS, stats), which replays may themselves need.
 var windowOpen = func() map[uint16]bool {
 	open := map[uint16]bool{proto.MQuotaLimits: true, proto.MQuotaAcquire: true, proto.MOwner: true,
-		rpc.MethodReplayDone: true, rpc.MethodDisconnect: true, proto.MLockReplay: true}
+		rpc.MethodReplayDone: true, rpc.MethodDisconnect: true, proto.MLockReplay: true, proto.MFlockReplay: true}
 	for m := range peerMethods {
 		open[m] = true
 	}

@@ -34,9 +34,6 @@ type lostClients struct {
 // connChange is the rpc server's ConnHook: a connection of client uuid
 // opened (after its hello) or closed.
 func (m *MDT) connChange(uuid, name string, up bool) {
-	if m.cfg.EvictAfter < 0 {
-		return
-	}
 	l := &m.lost
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -47,6 +44,9 @@ func (m *MDT) connChange(uuid, name string, up bool) {
 		l.conns, l.timers, l.names = map[string]int{}, map[string]*time.Timer{}, map[string]string{}
 	}
 	if up {
+		if l.conns[uuid] == 0 {
+			m.locks.ConnChange(uuid, true)
+		}
 		l.conns[uuid]++
 		l.names[uuid] = name
 		if t := l.timers[uuid]; t != nil {
@@ -59,6 +59,10 @@ func (m *MDT) connChange(uuid, name string, up bool) {
 		return
 	}
 	delete(l.conns, uuid)
+	m.locks.ConnChange(uuid, false) // its application locks may keep others waiting
+	if m.cfg.EvictAfter < 0 {
+		return
+	}
 	if l.timers[uuid] == nil {
 		l.timers[uuid] = time.AfterFunc(m.cfg.EvictAfter, func() { m.evictLost(uuid) })
 	}

@@ -110,6 +110,36 @@ func (m *MDT) startLocks() {
 		}
 		return rpc.Reply{Msg: rep}, nil
 	})
+	s.Handle(proto.MFlock, func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+		var req proto.FlockReq
+		if err := r.Decode(&req); err != nil {
+			return rpc.Reply{}, fmt.Errorf("mdt%d: flock: %v: %w", m.cfg.Index, err, syscall.EINVAL)
+		}
+		if req.Op != proto.FlockCancel {
+			if req.Res.MDT() != m.cfg.Index {
+				return rpc.Reply{}, fmt.Errorf("mdt%d: flock on %s, which mdt%d holds: %w", m.cfg.Index, req.Res, req.Res.MDT(), syscall.EINVAL)
+			}
+			if _, err := m.getInode(req.Res); err != nil {
+				return rpc.Reply{}, err
+			}
+		}
+		rep, err := m.locks.Flock(ctx, r.Client, r.Name, &req)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		return rpc.Reply{Msg: rep}, nil
+	})
+	s.Handle(proto.MFlockReplay, func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+		var req proto.FlockReplayReq
+		if err := r.Decode(&req); err != nil {
+			return rpc.Reply{}, fmt.Errorf("mdt%d: flock replay: %v: %w", m.cfg.Index, err, syscall.EINVAL)
+		}
+		rep, err := m.locks.FlockReplay(r.Client, &req)
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		return rpc.Reply{Msg: rep}, nil
+	})
 	rpc.HandleFunc(s, proto.MLockRevoke, func(ctx context.Context, r *proto.LockRevokeReq) (any, error) {
 		release, err := m.locks.Change(ctx, r.Client, r.Bits, r.FID)
 		if err != nil {

@@ -142,3 +142,66 @@ type LockGrant struct {
 	ID   uint64
 	Bits uint8
 }
+
+// Application locks (fcntl, OFD and flock), granted by the MDT of the
+// file (package ldlm's Flocks).
+const (
+	MFlock       uint16 = MLockRevoke + 1 + iota // set, test, unlock or release an owner's, or cancel a wait
+	MFlockReplay                                 // after an MDT restart: the application locks a client held
+)
+
+// CBPing asks a client whether it is there (it answers at once).
+const CBPing uint16 = 3
+
+func init() {
+	methodNames[MFlock] = "flock"
+	methodNames[MFlockReplay] = "flock_replay"
+}
+
+// FlockReq operations.
+const (
+	FlockSet     uint8 = 1 // take a lock (Wait: until granted)
+	FlockTest    uint8 = 2 // F_GETLK: the first lock in the way
+	FlockUnlock  uint8 = 3 // give up [Start, End)
+	FlockRelease uint8 = 4 // give up every lock of Owner on the file (a close)
+	FlockCancel  uint8 = 5 // an interrupted wait: withdraw the Set sent with Cookie
+)
+
+// Application lock kinds and types.
+const (
+	FlockPOSIX uint8 = 1
+	FlockBSD   uint8 = 2
+
+	FlockRead  uint8 = 1
+	FlockWrite uint8 = 2
+)
+
+// FlockReq is one application lock operation. Owner is the lock owner
+// the kernel gave (with the client, it names who holds the lock).
+type FlockReq struct {
+	Op     uint8
+	Res    FID
+	Kind   uint8
+	Type   uint8
+	Owner  uint64
+	Start  uint64 // [Start, End)
+	End    uint64
+	Pid    uint32
+	Wait   bool
+	Cookie uint64 // names a Set, for its FlockCancel
+}
+
+// FlockReply answers FlockTest with the lock in the way (Type 0: none);
+// Mine says its holder is the asking client (its Pid then means
+// something there).
+type FlockReply struct {
+	Type       uint8
+	Start, End uint64
+	Pid        uint32
+	Mine       bool
+}
+
+// FlockReplayReq puts a client's application locks back.
+type FlockReplayReq struct {
+	Locks []FlockReq
+}

@@ -22,10 +22,11 @@ import (
 	"github.com/stripefs/stripefs/stats"
 )
 
-// Options tune the kernel's caches.
+// Options tune the kernel's caches and the mount's application locks.
 type Options struct {
 	EntryTimeout time.Duration
 	AttrTimeout  time.Duration
+	Flock        FlockMode // flock.go
 }
 
 // FS is a fuse.RawFileSystem over an fs.Client.
@@ -38,7 +39,11 @@ type FS struct {
 	handles map[uint64]any // *fs.File or *dirHandle
 	nextFh  atomic.Uint64
 
-	notify *notifier // the kernel's caches under the client's locks (notify.go)
+	notify    *notifier // the kernel's caches under the client's locks (notify.go)
+	flockMode FlockMode
+	// lockOwners are the POSIX lock owners that took locks through each
+	// open file handle (flock.go).
+	lockOwners map[uint64]map[uint64]bool
 }
 
 // New returns the FUSE mapping of c. The kernel asks for a directory's
@@ -46,7 +51,8 @@ type FS struct {
 // for as long as the kernel would have kept them (fs.Client.KeepDirAttrs).
 func New(c *fs.Client, opts Options) *FS {
 	c.KeepDirAttrs(opts.AttrTimeout)
-	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), c: c, opts: opts, handles: map[uint64]any{}, notify: newNotifier(opts.EntryTimeout)}
+	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), c: c, opts: opts, handles: map[uint64]any{}, notify: newNotifier(opts.EntryTimeout),
+		flockMode: opts.Flock, lockOwners: map[uint64]map[uint64]bool{}}
 	c.SetInvalidator(f.notify, max(opts.EntryTimeout, opts.AttrTimeout))
 	return f
 }
@@ -600,6 +606,8 @@ func (f *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	}
 	c, stop := ctx(cancel)
 	defer stop()
+	// Any close by a process ends its POSIX locks on the file.
+	f.releaseLocks(file, proto.FlockPOSIX, in.LockOwner)
 	return status(file.Flush(c))
 }
 
@@ -615,6 +623,15 @@ func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 
 func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if file, ok := f.dropHandle(in.Fh).(*fs.File); ok {
+		if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
+			f.releaseLocks(file, proto.FlockBSD, in.LockOwner)
+		}
+		// OFD locks end with their open file, and the kernel names no
+		// owner for them here: every POSIX owner that locked through the
+		// handle is released (a process's own locks went at its close).
+		for _, owner := range f.takeLockOwners(in.Fh) {
+			f.releaseLocks(file, proto.FlockPOSIX, owner)
+		}
 		_ = file.Release(context.Background())
 	}
 }

@@ -58,6 +58,12 @@ func (o *MountOptions) ParseOptions(s string) error {
 			o.Debug = true
 		case "nolock":
 			o.NoLocks = true
+		case "flock":
+			o.Flock = FlockCluster
+		case "localflock":
+			o.Flock = FlockLocal
+		case "noflock":
+			o.Flock = FlockNone
 		case "attr_timeout", "entry_timeout":
 			secs, err := strconv.ParseFloat(v, 64)
 			if !hasV || err != nil || secs < 0 {
@@ -119,6 +125,9 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		// copy (bench nfswrite --through: nfs/aligned medians 0.95-0.96
 		// without it, 1.01-1.06 with it).
 		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT | fuse.CAP_ASYNC_DIO,
+		// fcntl, OFD and flock locks come to us (flock.go), unless the
+		// mount leaves them to this kernel (-o localflock).
+		EnableLocks: o.Flock != FlockLocal,
 	}
 	if mo.FsName == "" {
 		mo.FsName = "stripefs"

@@ -76,6 +76,7 @@ type Service struct {
 	cookies map[cookie]ldlm.ID        // enqueues already granted, for resends
 	byID    map[ldlm.ID]cookie
 	evicted map[string]time.Time
+	fl      flockState // application locks (flock.go)
 
 	ctr Counters
 }
@@ -96,9 +97,11 @@ func New(cfg Config, cb Caller, store Store) *Service {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Service{cfg: cfg, cb: cb, store: store, Recovering: func() bool { return false },
+	s := &Service{cfg: cfg, cb: cb, store: store, Recovering: func() bool { return false },
 		ns: ldlm.New(ldlm.ID(time.Now().UnixNano())), waiters: map[ldlm.ID]chan struct{}{}, cookies: map[cookie]ldlm.ID{},
 		byID: map[ldlm.ID]cookie{}, evicted: map[string]time.Time{}}
+	s.fl.init()
+	return s
 }
 
 func (s *Service) errorf(format string, args ...any) error {
@@ -553,6 +556,11 @@ func (s *Service) Forget(client string) {
 }
 
 func (s *Service) dropLocked(client string) ldlm.Effects {
+	s.dropFlocksLocked(client)
+	if t := s.fl.away[client]; t != nil {
+		t.Stop()
+		delete(s.fl.away, client)
+	}
 	ids := s.ns.ClientLocks(client)
 	eff := s.ns.Evict(client)
 	for _, id := range ids {
@@ -565,9 +573,17 @@ func (s *Service) dropLocked(client string) ldlm.Effects {
 func (s *Service) Counters() []rpc.Counter {
 	s.mu.Lock()
 	st := s.ns.Stats()
+	fs := s.fl.tab.Stats()
+	fc := []rpc.Counter{
+		{Name: "flocks_held_now", Value: int64(fs.Held)},
+		{Name: "flock_waiters_now", Value: int64(fs.Waiting)},
+		{Name: "flock_waits", Value: s.fl.waited},
+		{Name: "flock_grants_after_wait", Value: s.fl.grantsAfterWait},
+		{Name: "flock_deadlocks", Value: s.fl.deadlocks},
+	}
 	s.mu.Unlock()
 	c := &s.ctr
-	return []rpc.Counter{
+	return append(fc, []rpc.Counter{
 		{Name: "ldlm_granted", Value: c.Granted.Load()},
 		{Name: "ldlm_cancelled", Value: c.Cancelled.Load()},
 		{Name: "ldlm_waits", Value: c.Waits.Load()},
@@ -581,5 +597,5 @@ func (s *Service) Counters() []rpc.Counter {
 		{Name: "ldlm_locks_now", Value: int64(st.Granted)},
 		{Name: "ldlm_waiting_now", Value: int64(st.Waiting)},
 		{Name: "ldlm_clients_now", Value: int64(st.Clients)},
-	}
+	}...)
 }

@@ -366,3 +366,134 @@ func TestBadRequests(t *testing.T) {
 		t.Error("a client cancelled another's lock")
 	}
 }
+
+func fset(owner uint64, t uint8, s, e uint64, wait bool, c uint64) *proto.FlockReq {
+	return &proto.FlockReq{Op: proto.FlockSet, Res: fa, Kind: proto.FlockPOSIX, Type: t, Owner: owner, Start: s, End: e, Wait: wait, Cookie: c}
+}
+
+// A blocked application lock waits without polling and is granted by the
+// unlock that lets it go; an interrupted one is withdrawn by its cookie,
+// even when the cancel overtakes it.
+func TestFlockWaitAndCancel(t *testing.T) {
+	s, _, _ := setup(time.Second)
+	ctx := context.Background()
+	if _, err := s.Flock(ctx, "A", "a", fset(1, proto.FlockWrite, 0, 100, false, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Flock(ctx, "B", "b", fset(1, proto.FlockRead, 50, 60, false, 0)); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("conflicting F_SETLK: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Flock(ctx, "B", "b", fset(1, proto.FlockRead, 50, 60, true, 7))
+		got <- err
+	}()
+	waitFor(t, func() bool { return counter(s.Counters(), "flock_waiters_now") == 1 })
+	rep, err := s.Flock(ctx, "C", "c", &proto.FlockReq{Op: proto.FlockTest, Res: fa, Kind: proto.FlockPOSIX, Type: proto.FlockRead, Owner: 1, Start: 55, End: 56})
+	if err != nil || rep.Type != proto.FlockWrite || rep.Start != 0 || rep.End != 100 || rep.Mine {
+		t.Errorf("F_GETLK: %+v %v", rep, err)
+	}
+	if _, err := s.Flock(ctx, "A", "a", &proto.FlockReq{Op: proto.FlockUnlock, Res: fa, Kind: proto.FlockPOSIX, Owner: 1, Start: 40, End: 70}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter after the unlock: %v", err)
+	}
+	// An interrupted wait.
+	go func() {
+		_, err := s.Flock(ctx, "C", "c", fset(2, proto.FlockWrite, 0, 10, true, 8))
+		got <- err
+	}()
+	waitFor(t, func() bool { return counter(s.Counters(), "flock_waiters_now") == 1 })
+	if _, err := s.Flock(ctx, "C", "c", &proto.FlockReq{Op: proto.FlockCancel, Kind: proto.FlockPOSIX, Cookie: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, syscall.EINTR) {
+		t.Fatalf("interrupted wait: %v", err)
+	}
+	// A cancel that overtakes its wait.
+	s.Flock(ctx, "C", "c", &proto.FlockReq{Op: proto.FlockCancel, Kind: proto.FlockPOSIX, Cookie: 9})
+	if _, err := s.Flock(ctx, "C", "c", fset(2, proto.FlockWrite, 0, 10, true, 9)); !errors.Is(err, syscall.EINTR) {
+		t.Fatalf("wait after its cancel: %v", err)
+	}
+	if n := counter(s.Counters(), "flock_waiters_now"); n != 0 {
+		t.Errorf("%d waiters left", n)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5s")
+		}
+	}
+}
+
+// A wait that would close a cycle gets EDEADLK; a holder whose client
+// lost its connection while others wait is evicted after the timeout and
+// its waiters go ahead.
+func TestFlockDeadlockAndAwayHolder(t *testing.T) {
+	s, _, st := setup(300 * time.Millisecond)
+	ctx := context.Background()
+	s.Flock(ctx, "A", "a", fset(1, proto.FlockWrite, 0, 1, false, 0))
+	s.Flock(ctx, "B", "b", fset(1, proto.FlockWrite, 1, 2, false, 0))
+	got := make(chan error, 1)
+	go func() {
+		_, err := s.Flock(ctx, "A", "a", fset(1, proto.FlockWrite, 1, 2, true, 1))
+		got <- err
+	}()
+	waitFor(t, func() bool { return counter(s.Counters(), "flock_waiters_now") == 1 })
+	if _, err := s.Flock(ctx, "B", "b", fset(1, proto.FlockWrite, 0, 1, true, 2)); !errors.Is(err, syscall.EDEADLK) {
+		t.Fatalf("closing the cycle: %v", err)
+	}
+	start := time.Now()
+	s.ConnChange("B", false) // B's mount died
+	if err := <-got; err != nil {
+		t.Fatalf("waiter behind an away holder: %v", err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond || took > 3*time.Second {
+		t.Errorf("granted after %v with a 300ms timeout", took)
+	}
+	st.mu.Lock()
+	n := len(st.evicted)
+	st.mu.Unlock()
+	if !s.IsEvicted("B") || n != 1 {
+		t.Error("the away holder was not evicted")
+	}
+	// A holder that comes back in time is not.
+	s.Flock(ctx, "C", "c", fset(1, proto.FlockWrite, 5, 6, false, 0))
+	s.ConnChange("C", false)
+	go func() {
+		_, err := s.Flock(ctx, "D", "d", fset(1, proto.FlockWrite, 5, 6, true, 3))
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	s.ConnChange("C", true)
+	time.Sleep(400 * time.Millisecond)
+	if s.IsEvicted("C") {
+		t.Error("a holder that reconnected was evicted")
+	}
+	s.Flock(ctx, "C", "c", &proto.FlockReq{Op: proto.FlockRelease, Res: fa, Kind: proto.FlockPOSIX, Owner: 1})
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFlockBadRequests(t *testing.T) {
+	s, _, _ := setup(time.Second)
+	ctx := context.Background()
+	for _, r := range []*proto.FlockReq{
+		{Op: 99, Res: fa, Kind: proto.FlockPOSIX},
+		{Op: proto.FlockSet, Res: fa, Kind: 7, Type: proto.FlockRead, Start: 0, End: 1},
+		{Op: proto.FlockSet, Res: fa, Kind: proto.FlockPOSIX, Type: 9, Start: 0, End: 1},
+		{Op: proto.FlockSet, Res: fa, Kind: proto.FlockPOSIX, Type: proto.FlockRead, Start: 10, End: 5},
+		{Op: proto.FlockSet, Res: fa, Kind: proto.FlockBSD, Type: proto.FlockRead, Start: 0, End: 5},
+		{Op: proto.FlockUnlock, Res: fa, Kind: proto.FlockPOSIX, Start: 5, End: 5},
+		{Op: proto.FlockTest, Res: fa, Kind: proto.FlockPOSIX, Type: 0, Start: 0, End: 1},
+	} {
+		if _, err := s.Flock(ctx, "A", "a", r); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%+v: %v", r, err)
+		}
+	}
+}
