@@ -104,3 +104,22 @@ func TestThroughConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// On a local file (two descriptors: two OFD lock owners) the flock
+// benchmark runs both parts and measures what it says.
+func TestFlockBenchLocal(t *testing.T) {
+	p := t.TempDir() + "/lk"
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := FlockBench(context.Background(), FlockConfig{A: p, B: p, Ops: 200, Handoffs: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.PairsPerSec <= 0 || res.HandoffsPerSec <= 0 || res.WakeMedianUs <= 0 {
+		t.Errorf("implausible %+v", res)
+	}
+	if _, err := FlockBench(context.Background(), FlockConfig{A: p, Ops: 0}); err == nil {
+		t.Error("0 ops accepted")
+	}
+}

@@ -621,6 +621,11 @@ func TestTwoMountBenchmarks(t *testing.T) {
 		t.Errorf("pingpong: %+v", pp)
 	}
 	t.Logf("pingpong: %.0f round trips/s, hand-off median %.0f us, %d callbacks of %.0f us", pp.RoundTripsPerSec, pp.HandoffMedianUs, pp.Callbacks, pp.CallbackUs)
+	fl, err := bench.FlockBench(context.Background(), bench.FlockConfig{A: filepath.Join(mnts[0], "lk"), B: filepath.Join(mnts[1], "lk"), Ops: 300, Handoffs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flock: %.0f uncontended pairs/s, %.0f hand-offs/s, wake-up median %.0f us", fl.PairsPerSec, fl.HandoffsPerSec, fl.WakeMedianUs)
 	res, err := bench.IOR(context.Background(), bench.IORConfig{Path: filepath.Join(mnts[0], "ior"), Via: []string{filepath.Join(mnts[1], "ior")},
 		Write: true, Read: true, Xfer: 1 << 20, Block: 8 << 20, Segments: 2, Tasks: 4, Reorder: true, CheckWrite: true, CheckRead: true, Fsync: true})
 	if err != nil {

@@ -108,6 +108,10 @@ Two mounts of one filesystem (two clients):
                   e.g. bench pingpong MNT1/pp MNT2/pp --rounds 2000
   bench ior --via the same test path through other mounts: task t uses the
                   (t mod n)-th (IOR's ranks on several nodes).
+  bench flock     uncontended fcntl lock/unlock pairs per second, and with a
+                  second path one exclusive lock handed between two mounts:
+                  hand-offs per second and the wake-up latency.
+                  e.g. bench flock MNT1/lk MNT2/lk
 
 OSTs without a client (obdfilter-survey):
   bench survey    write, rewrite and read objects over RPC straight to the
@@ -116,7 +120,7 @@ OSTs without a client (obdfilter-survey):
                   OSTs' allocation, FIEMAP, grant and quota counters.
                   e.g. bench survey --data /tmp/sv --threads 4 --size 512MiB`,
 	}
-	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd())
+	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd(), flockBenchCmd())
 	return cmd
 }
 
@@ -337,6 +341,36 @@ mount's. --fiemap-fail holds for the through passes too.`,
 	f.BoolVar(&c.DropCaches, "drop-caches", false, "drop the page cache before read passes (root)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	through.add(f, "write and rewrite")
+	return cmd
+}
+
+func flockBenchCmd() *cobra.Command {
+	var c bench.FlockConfig
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "flock PATH [PATH-ON-ANOTHER-MOUNT] [--ops 10000] [--handoffs 1000] [--json]",
+		Short: "Application locks: uncontended lock/unlock rate, and hand-offs between two mounts",
+		Long: `Takes and drops an fcntl write lock on PATH --ops times (run it on a mount
+with -o localflock too, to compare with node-local locks). With a second
+path, the same file through another mount, one exclusive OFD lock is handed
+between the two --handoffs times: the waiter blocks on the MDT and is woken
+by the holder's unlock; the run prints hand-offs per second and the wake-up
+latency (median, p99). The file is removed at the end.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.A = args[0]
+			if len(args) == 2 {
+				c.B = args[1]
+			}
+			ctx, stop := interruptible()
+			defer stop()
+			res, err := bench.FlockBench(ctx, c)
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.FlockResult) *time.Time { return &r.Time })
+		},
+	}
+	cmd.Flags().IntVar(&c.Ops, "ops", 10000, "uncontended lock/unlock pairs")
+	cmd.Flags().IntVar(&c.Handoffs, "handoffs", 1000, "hand-offs between the two mounts")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return cmd
 }
 
