@@ -151,13 +151,7 @@ func (c *Client) FlockUnlock(ctx context.Context, fid proto.FID, kind uint8, own
 func (c *Client) FlockRelease(ctx context.Context, fid proto.FID, kind uint8, owner uint64) error {
 	ft := &c.flocks
 	ft.mu.Lock()
-	holds := false
-	for _, h := range ft.table().Held(fid, ldlm.FlockKind(kind)) {
-		if h.Owner.ID == owner {
-			holds = true
-			break
-		}
-	}
+	holds := ft.mine != nil && ft.mine.HasOwner(fid, ldlm.FlockKind(kind), ldlm.FlockOwner{Client: me, ID: owner})
 	if holds {
 		ft.table().Unlock(fid, ldlm.FlockKind(kind), ldlm.FlockOwner{Client: me, ID: owner}, 0, ldlm.EOF)
 	}

@@ -194,18 +194,37 @@ func (t *lockTable) removeLocked(l *heldLock) {
 // hasBits reports whether the client holds a metadata lock with bits on
 // fid; with give, it notes that the frontend caches what they guard.
 func (t *lockTable) hasBits(fid proto.FID, bits uint8, give bool) bool {
+	return t.heldBits(fid, bits, give)&bits == bits
+}
+
+// heldBits returns which of bits the client holds metadata locks for on
+// fid; with give, it notes that the frontend caches what they guard.
+func (t *lockTable) heldBits(fid proto.FID, bits uint8, give bool) uint8 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	have := uint8(0)
+	var now int64
 	for _, l := range t.byRes[fid] {
 		if l.d.Kind == proto.LockBits && !l.cancelling && l.d.Bits&bits != 0 {
 			have |= l.d.Bits
 			if give {
-				l.given.Store(time.Now().UnixNano())
+				if now == 0 {
+					now = time.Now().UnixNano()
+				}
+				l.given.Store(now)
 			}
 		}
 	}
-	return have&bits == bits
+	return have & bits
+}
+
+// Caches is CachesEntry and CachesAttr at once: what a frontend may cache
+// of fid now, as lock bits (proto.LockLookup, LockUpdate).
+func (c *Client) Caches(fid proto.FID) uint8 {
+	if c.locks.off {
+		return proto.LockLookup | proto.LockUpdate
+	}
+	return c.locks.heldBits(fid, proto.LockLookup|proto.LockUpdate, true)
 }
 
 // CachesAttr reports whether a frontend may cache fid's attributes (a

@@ -354,6 +354,16 @@ func (f *Flocks) Held(res proto.FID, kind FlockKind) []Flock {
 	return out
 }
 
+// HasOwner reports whether owner holds a lock of kind on res.
+func (f *Flocks) HasOwner(res proto.FID, kind FlockKind, owner FlockOwner) bool {
+	for _, h := range f.held[flockKey{res, kind}] {
+		if h.Owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
 // All returns every held lock, in no order.
 func (f *Flocks) All() []Flock {
 	var out []Flock

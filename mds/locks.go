@@ -259,55 +259,85 @@ func changeLocked(ctx context.Context, fid proto.FID) bool {
 	return !ok || slices.Contains(held, fid)
 }
 
+// readEntries are the entries a change's locks were chosen by, read when
+// the MDT had made gen commits: the change itself may use them instead of
+// reading them again, if nothing was committed since (direntFor).
+type readEntries struct {
+	gen     uint64
+	entries map[entryKey]*dirent
+}
+
+type entryKey struct {
+	parent proto.FID
+	name   string
+}
+
+type readKey struct{}
+
+// direntFor is getDirent for a change that may have read the entry while
+// choosing its locks. m.mu is held.
+func (m *MDT) direntFor(ctx context.Context, parent proto.FID, name string) (*dirent, error) {
+	if re, ok := ctx.Value(readKey{}).(*readEntries); ok && re.gen == m.commits.Load() {
+		if d, ok := re.entries[entryKey{parent, name}]; ok {
+			c := *d
+			return &c, nil
+		}
+	}
+	return m.getDirent(parent, name)
+}
+
 // changeTargets are the inodes a change request touches in ways other
-// clients may have cached, with the bits to call back.
-func (m *MDT) changeTargets(method uint16, r *rpc.Request) (fids []proto.FID, bits uint8, err error) {
+// clients may have cached, with the bits to call back, and the entries it
+// read to find them.
+func (m *MDT) changeTargets(method uint16, r *rpc.Request) (fids []proto.FID, bits uint8, read *readEntries, err error) {
+	read = &readEntries{gen: m.commits.Load(), entries: map[entryKey]*dirent{}}
 	entry := func(parent proto.FID, name string) {
 		if d, err := m.getDirent(parent, name); err == nil {
 			fids = append(fids, d.FID)
+			read.entries[entryKey{parent, name}] = d
 		}
 	}
 	switch method {
 	case proto.MSetattr:
 		var q proto.SetattrReq
 		if err = r.Decode(&q); err != nil {
-			return
+			return nil, 0, nil, err
 		}
 		if q.FromWrites {
-			return nil, 0, nil // a writer's own size: no other client caches it
+			return nil, 0, nil, nil // a writer's own size: no other client caches it
 		}
-		return []proto.FID{q.FID}, proto.LockUpdate, nil
+		return []proto.FID{q.FID}, proto.LockUpdate, nil, nil
 	case proto.MSetxattr, proto.MRemovexattr:
 		var q proto.XattrReq
 		if err = r.Decode(&q); err != nil {
-			return
+			return nil, 0, nil, err
 		}
-		return []proto.FID{q.FID}, proto.LockUpdate | proto.LockLayout, nil
+		return []proto.FID{q.FID}, proto.LockUpdate | proto.LockLayout, nil, nil
 	case proto.MLink:
 		var q proto.LinkReq
 		if err = r.Decode(&q); err != nil {
-			return
+			return nil, 0, nil, err
 		}
-		return []proto.FID{q.FID}, proto.LockUpdate, nil
+		return []proto.FID{q.FID}, proto.LockUpdate, nil, nil
 	case proto.MUnlink:
 		var q proto.UnlinkReq
 		if err = r.Decode(&q); err != nil {
-			return
+			return nil, 0, nil, err
 		}
 		entry(q.Parent, q.Name)
-		return fids, proto.LockLookup | proto.LockUpdate, nil
+		return fids, proto.LockLookup | proto.LockUpdate, read, nil
 	case proto.MRename:
 		var q proto.RenameReq
 		if err = r.Decode(&q); err != nil {
-			return
+			return nil, 0, nil, err
 		}
 		entry(q.SrcParent, q.SrcName)
 		if q.DstParent.MDT() == m.cfg.Index {
 			entry(q.DstParent, q.DstName)
 		}
-		return fids, proto.LockLookup | proto.LockUpdate, nil
+		return fids, proto.LockLookup | proto.LockUpdate, read, nil
 	}
-	return nil, 0, nil
+	return nil, 0, nil, nil
 }
 
 // changeMethods are the requests wrapChanges takes locks for.
@@ -323,7 +353,7 @@ func (m *MDT) wrapChanges() {
 		m.Srv.Wrap(method, func(next rpc.Handler) rpc.Handler {
 			return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 				for attempt := 0; ; attempt++ {
-					fids, bits, err := m.changeTargets(method, r)
+					fids, bits, read, err := m.changeTargets(method, r)
 					if err != nil {
 						return rpc.Reply{}, fmt.Errorf("mdt%d: %s: %v: %w", m.cfg.Index, proto.MethodName(method), err, syscall.EINVAL)
 					}
@@ -334,7 +364,11 @@ func (m *MDT) wrapChanges() {
 					if err != nil {
 						return rpc.Reply{}, err
 					}
-					rep, err := next(context.WithValue(ctx, lockedKey{}, fids), r)
+					cctx := context.WithValue(ctx, lockedKey{}, fids)
+					if read != nil {
+						cctx = context.WithValue(cctx, readKey{}, read)
+					}
+					rep, err := next(cctx, r)
 					if u, ok := rep.Msg.(*proto.UnlinkReply); ok && err == nil && u.Attr.Nlink == 0 && !u.Attr.FID.IsZero() {
 						// The inode is gone from the namespace: the asker's
 						// metadata locks on it guard nothing (it drops its

@@ -487,7 +487,7 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := m.getDirent(r.Parent, r.Name)
+	d, err := m.direntFor(ctx, r.Parent, r.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -622,7 +622,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 			return nil, err
 		}
 	}
-	sd, err := m.getDirent(r.SrcParent, r.SrcName)
+	sd, err := m.direntFor(ctx, r.SrcParent, r.SrcName)
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,14 @@ func (f *FS) attrTimeout(a *proto.Attr) time.Duration {
 	return f.opts.AttrTimeout
 }
 
+// attrTimeoutWith is attrTimeout given the locks held (fs.Client.Caches).
+func (f *FS) attrTimeoutWith(a *proto.Attr, held uint8) time.Duration {
+	if a.Mode&syscall.S_IFMT == syscall.S_IFREG && held&proto.LockUpdate == 0 {
+		return 0
+	}
+	return f.opts.AttrTimeout
+}
+
 func (f *FS) String() string { return "stripefs" }
 
 // nodeFID and nodeID convert between FUSE node ids and FIDs; the root is
@@ -161,15 +169,16 @@ func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.Entr
 	// outlives remounts and server restarts.
 	out.Generation = uint64(a.FID.Ver)
 	fillAttr(a, &out.Attr)
+	held := f.c.Caches(a.FID)
 	var et time.Duration
-	if name != "." && name != ".." && f.c.CachesEntry(a.FID) {
+	if name != "." && name != ".." && held&proto.LockLookup != 0 {
 		et = f.opts.EntryTimeout
 		if f.c.Coherent() {
 			f.notify.cached(a.FID, parent, name)
 		}
 	}
 	out.SetEntryTimeout(et)
-	out.SetAttrTimeout(f.attrTimeout(a))
+	out.SetAttrTimeout(f.attrTimeoutWith(a, held))
 }
 
 func (f *FS) addHandle(h any) uint64 {

@@ -33,12 +33,18 @@ type notifier struct {
 	ttl time.Duration               // the kernel's entry timeout
 
 	mu      sync.Mutex
-	entries map[proto.FID]map[entry]time.Time
+	entries map[proto.FID][]given // most inodes have one name
 	byEntry map[entry]proto.FID
 }
 
+// given is a name the kernel was let cache, and when.
+type given struct {
+	e entry
+	t time.Time
+}
+
 func newNotifier(ttl time.Duration) *notifier {
-	return &notifier{ttl: ttl, entries: map[proto.FID]map[entry]time.Time{}, byEntry: map[entry]proto.FID{}}
+	return &notifier{ttl: ttl, entries: map[proto.FID][]given{}, byEntry: map[entry]proto.FID{}}
 }
 
 // cached records that the kernel may cache name in parent for fid.
@@ -49,26 +55,37 @@ func (n *notifier) cached(fid proto.FID, parent uint64, name string) {
 }
 
 func (n *notifier) addLocked(fid proto.FID, e entry, t time.Time) {
-	if old, ok := n.byEntry[e]; ok && old != fid {
+	if old, ok := n.byEntry[e]; ok {
 		n.dropLocked(old, e)
 	}
-	m := n.entries[fid]
-	if m == nil {
-		m = map[entry]time.Time{}
-		n.entries[fid] = m
-	}
-	m[e] = t
+	n.entries[fid] = append(n.entries[fid], given{e, t})
 	n.byEntry[e] = fid
 }
 
 func (n *notifier) dropLocked(fid proto.FID, e entry) {
 	delete(n.byEntry, e)
-	if m := n.entries[fid]; m != nil {
-		delete(m, e)
-		if len(m) == 0 {
-			delete(n.entries, fid)
+	gs := n.entries[fid]
+	for i, g := range gs {
+		if g.e == e {
+			gs = append(gs[:i], gs[i+1:]...)
+			break
 		}
 	}
+	if len(gs) == 0 {
+		delete(n.entries, fid)
+	} else {
+		n.entries[fid] = gs
+	}
+}
+
+// timeOf is when e was given for fid (zero: not given). n.mu is held.
+func (n *notifier) timeOf(fid proto.FID, e entry) time.Time {
+	for _, g := range n.entries[fid] {
+		if g.e == e {
+			return g.t
+		}
+	}
+	return time.Time{}
 }
 
 // removed forgets the name the kernel dropped by itself (an unlink or
@@ -93,11 +110,11 @@ func (n *notifier) renamed(oldParent uint64, oldName string, newParent uint64, n
 	dst, hasDst := n.byEntry[to]
 	var st, dt time.Time
 	if hasSrc {
-		st = n.entries[src][from]
+		st = n.timeOf(src, from)
 		n.dropLocked(src, from)
 	}
 	if hasDst {
-		dt = n.entries[dst][to]
+		dt = n.timeOf(dst, to)
 		n.dropLocked(dst, to)
 	}
 	if hasSrc {
@@ -127,9 +144,9 @@ const entryRecheck = 20 * time.Millisecond
 
 func (n *notifier) InvalidateEntries(fid proto.FID) {
 	n.mu.Lock()
-	es := n.entries[fid]
-	for e := range es {
-		delete(n.byEntry, e)
+	gs := n.entries[fid]
+	for _, g := range gs {
+		delete(n.byEntry, g.e)
 	}
 	delete(n.entries, fid)
 	n.mu.Unlock()
@@ -138,9 +155,9 @@ func (n *notifier) InvalidateEntries(fid proto.FID) {
 		return
 	}
 	var live []entry
-	for e, given := range es {
-		if time.Since(given) <= n.ttl {
-			live = append(live, e)
+	for _, g := range gs {
+		if time.Since(g.t) <= n.ttl {
+			live = append(live, g.e)
 		}
 	}
 	if len(live) == 0 {
