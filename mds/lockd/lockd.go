@@ -520,11 +520,15 @@ func (s *Service) Evict(client, why string) {
 		return
 	}
 	s.evicted[client] = time.Now()
-	eff := s.dropLocked(client)
 	s.ctr.Evictions.Add(1)
 	s.mu.Unlock()
 	log.Printf("%s: evicted client %s: %s", s.cfg.Name, client, why)
+	// The store forgets the client before anyone its locks held back
+	// goes ahead: whoever is granted next sees it evicted everywhere.
 	s.store.Evicted(client)
+	s.mu.Lock()
+	eff := s.dropLocked(client)
+	s.mu.Unlock()
 	s.effects(eff)
 }
 
