@@ -56,6 +56,11 @@ type Options struct {
 	// LRUSize bounds the locks the client keeps (DefaultLRUSize); unused
 	// ones past it are given back early.
 	LRUSize int
+	// Key is what the client proves itself with to the servers (nil:
+	// the process's key), always as a client; Flavor is the lowest
+	// flavour it accepts (0: rpc.DefaultFlavor).
+	Key    *rpc.Key
+	Flavor rpc.Flavor
 }
 
 // Defaults for Options fields left zero.
@@ -148,9 +153,22 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// KeyFile is the file of the key the client proves itself with ("" for
+// a key that came from no file).
+func (c *Client) KeyFile() string {
+	if c.opts.Key != nil {
+		return c.opts.Key.Path
+	}
+	if k, err := rpc.ProcessKey(); err == nil {
+		return k.Path
+	}
+	return ""
+}
+
 func (c *Client) newRPC(addr string) *rpc.Client {
 	r := rpc.NewClient(addr, c.opts.Name)
 	r.ShareIdentity(c.identity) // one caller to the servers, whatever the connection
+	r.Key, r.Role, r.Flavor = c.opts.Key, rpc.RoleClient, c.opts.Flavor
 	r.RetryFor = c.opts.RetryFor
 	r.Stats = c.Stats
 	// A server in this process (stripefs up) runs our calls in our

@@ -125,6 +125,7 @@ func (m *MDT) peer(ctx context.Context, idx uint32) (*rpc.Client, error) {
 	for _, t := range cfg.MDTs {
 		if t.Index == idx {
 			c := rpc.NewClient(t.Addr, m.Srv.Name)
+			c.Role = rpc.RoleServer
 			c.RetryFor = 30 * time.Second
 			c.Direct = true // a peer in this process (stripefs up) runs our calls in our goroutine
 			m.peers[idx] = c

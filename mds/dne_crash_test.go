@@ -61,6 +61,7 @@ func (p *pair) open(i int) {
 	}
 	p.mdt[i] = m
 	p.cl[i] = rpc.NewClient(p.addr(i), "test")
+	p.cl[i].Role = rpc.RoleServer // the test stands in for peers as well as clients
 	p.cl[i].RetryFor = 5 * time.Second
 }
 

@@ -243,6 +243,7 @@ func Open(cfg Config) (*MDT, error) {
 	}
 	m.Srv = rpc.NewServer(fmt.Sprintf("mdt%d", cfg.Index))
 	m.Srv.ConnHook = m.connChange
+	proto.RequireRoles(m.Srv)
 	m.Srv.Committed = m.committed.Load
 	m.register()
 	m.startLocks()
@@ -262,6 +263,7 @@ func Open(cfg Config) (*MDT, error) {
 		}
 	} else {
 		m.mgsConn = rpc.NewClient(cfg.MGS, m.Srv.Name)
+		m.mgsConn.Role = rpc.RoleServer
 	}
 	if err := m.openQuota(); err != nil {
 		db.Close()

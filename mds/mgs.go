@@ -111,6 +111,7 @@ func (g *mgs) save() error {
 // starts.
 func Register(ctx context.Context, mgsAddr string, t proto.Target) error {
 	c := rpc.NewClient(mgsAddr, fmt.Sprintf("%s%d", t.Kind, t.Index))
+	c.Role = rpc.RoleServer
 	defer c.Close()
 	_, err := rpc.Invoke[proto.Empty](ctx, c, proto.GRegister, &proto.RegisterReq{Target: t})
 	if err != nil {

@@ -109,6 +109,7 @@ func (m *MDT) openQuota() error {
 		})
 	} else {
 		q.conn = rpc.NewClient(m.cfg.MGS, name)
+		q.conn.Role = rpc.RoleServer
 		q.conn.RetryFor = 10 * time.Second
 		q.slave.Master = rpcMaster{q.conn}
 	}

@@ -178,12 +178,14 @@ func Open(cfg Config) (*OST, error) {
 		o.quota.Master = cfg.QuotaMaster
 	case cfg.MGS != "":
 		o.master = rpc.NewClient(cfg.MGS, name)
+		o.master.Role = rpc.RoleServer
 		o.master.RetryFor = 10 * time.Second
 		o.quota.Master = rpcMaster{o.master}
 	default:
 		o.quota.Master = noMaster{}
 	}
 	o.Srv = rpc.NewServer(name)
+	proto.RequireRoles(o.Srv)
 	o.register()
 	o.Srv.Counters = o.counters
 	ctx, cancel := context.WithCancel(context.Background())

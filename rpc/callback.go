@@ -1,11 +1,9 @@
 package rpc
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"runtime/debug"
 	"syscall"
@@ -40,9 +38,12 @@ func (c *Client) HandleCallback(m uint16, h Handler) {
 // serveCallback reads a callback request's body and runs its handler in
 // a goroutine of its own, so a slow handler (a flush) never stalls the
 // replies the read loop must deliver meanwhile.
-func (cc *clientConn) serveCallback(r *bufio.Reader, h Header, handlers *[256]Handler, name string) error {
+func (cc *clientConn) serveCallback(fr *frameReader, h Header, handlers *[256]Handler, name string) error {
 	body := make([]byte, int(h.MsgLen)+int(h.BulkLen))
-	if _, err := io.ReadFull(r, body); err != nil {
+	if err := fr.read(body); err != nil {
+		return err
+	}
+	if err := fr.end(); err != nil {
 		return err
 	}
 	req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], XID: h.XID}
@@ -59,7 +60,7 @@ func (cc *clientConn) serveCallback(r *bufio.Reader, h Header, handlers *[256]Ha
 			defer reply.Done()
 		}
 		out, msg, bulk := replyFrame(Header{Kind: KindReply, Method: h.Method, ReqID: h.ReqID}, reply, err)
-		if werr := writeFrame(&cc.wmu, cc.c, out, msg, bulk); werr != nil {
+		if werr := cc.w.write(out, msg, bulk); werr != nil {
 			cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, werr))
 		}
 	}()
@@ -169,12 +170,15 @@ func (s *Server) CallbackAnd(ctx context.Context, client string, method uint16, 
 }
 
 // readCallbackReply consumes a reply to one of our callbacks.
-func (sc *serverConn) readCallbackReply(r *bufio.Reader, h Header) error {
+func (sc *serverConn) readCallbackReply(fr *frameReader, h Header) error {
 	msg := make([]byte, h.MsgLen)
-	if _, err := io.ReadFull(r, msg); err != nil {
+	if err := fr.read(msg); err != nil {
 		return err
 	}
-	if _, err := r.Discard(int(h.BulkLen)); err != nil {
+	if err := fr.discard(int(h.BulkLen)); err != nil {
+		return err
+	}
+	if err := fr.end(); err != nil {
 		return err
 	}
 	sc.cbMu.Lock()
@@ -184,21 +188,7 @@ func (sc *serverConn) readCallbackReply(r *bufio.Reader, h Header) error {
 	if pc == nil {
 		return nil // its caller gave up
 	}
-	switch {
-	case h.Status > 0:
-		pc.err = syscall.Errno(h.Status)
-	case h.Status == StatusError:
-		var we wireError
-		if err := wire.Unmarshal(msg, &we); err != nil {
-			pc.err = err
-		} else {
-			pc.err = &RemoteError{Text: we.Text}
-		}
-	case h.Status != 0:
-		pc.err = fmt.Errorf("%w: status %d", ErrBadFrame, h.Status)
-	case pc.resp != nil:
-		pc.err = wire.Unmarshal(msg, pc.resp)
-	}
+	pc.err = replyErr(h, msg, pc.resp)
 	if pc.onReply != nil {
 		pc.onReply(pc.err)
 	}

@@ -151,8 +151,7 @@ func TestCallbackUnaskedReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wmu sync.Mutex
-	if err := writeFrame(&wmu, cc.c, Header{Kind: KindReply, ReqID: 777}, nil, nil); err != nil {
+	if err := cc.w.write(Header{Kind: KindReply, ReqID: 777}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	var resp echoResp

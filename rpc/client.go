@@ -1,13 +1,11 @@
 package rpc
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"sort"
@@ -49,6 +47,9 @@ type Call struct {
 	FailFast bool
 	// Direct is set when the call ran its handler directly (Client.Direct).
 	Direct bool
+	// Cred is the user the call acts for; nil: the one of Do's ctx
+	// (WithCred), if any.
+	Cred *Cred
 
 	transno, committed uint64 // from the reply header
 	replayOf           uint64 // a replay: the transno before the restart
@@ -77,6 +78,13 @@ type Client struct {
 	// RetryFor is how long a call keeps redialing a server that refuses
 	// connections (e.g. while it restarts) before giving up.
 	RetryFor time.Duration
+	// Key is what the client proves itself with (nil: the process's key,
+	// ProcessKey), as Role: 0 means the highest the key allows, up to
+	// admin (a server's own calls to its peers ask for RoleServer).
+	Key  *Key
+	Role Role
+	// Flavor is the lowest flavour the client accepts (0: DefaultFlavor).
+	Flavor Flavor
 	// Direct lets calls run the handler of a server in this process
 	// directly (callDirect), their bulk handed over without a copy. The
 	// connection is still dialed first (hello and replay happen on it),
@@ -145,6 +153,7 @@ type keptCall struct {
 	msg     []byte
 	xid     uint64
 	reply   []byte // the first reply's message: a replay carries it (see FlagReplay)
+	cred    *Cred
 }
 
 // NewClient returns a client for addr; it connects on first use.
@@ -156,8 +165,10 @@ type clientConn struct {
 	// lost, if set, runs once when the read loop ends (the connection
 	// died); Replay clients redial at once from it.
 	lost    func()
-	c       net.Conn
-	wmu     sync.Mutex
+	c       net.Conn // a *tls.Conn under the privacy flavour
+	w       *frameWriter
+	role    Role   // what the handshake proved
+	group   string // the key's nodemap group
 	mu      sync.Mutex
 	pending map[uint64]*Call
 	nextID  uint64
@@ -199,7 +210,7 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 			}
 			return c.do(ctx, cc, call)
 		}
-		if errors.Is(err, errClosed) || call.FailFast || ctx.Err() != nil || time.Since(start) > c.RetryFor {
+		if errors.Is(err, errClosed) || errors.Is(err, ErrAuth) || call.FailFast || ctx.Err() != nil || time.Since(start) > c.RetryFor {
 			return fmt.Errorf("%s: %w", c.Addr, err)
 		}
 		select {
@@ -283,6 +294,10 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 }
 
 func (c *Client) connect(ctx context.Context) (*clientConn, error) {
+	key, role, err := c.identity()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
+	}
 	dctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
 	defer cancel()
 	nc, err := DialContext(dctx, c.Addr)
@@ -292,48 +307,18 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
-	msg := wire.Marshal(nil, &hello{Version: Version, Name: c.Name, UUID: c.ID()})
-	var wmu sync.Mutex
-	if err := writeFrame(&wmu, nc, Header{Kind: KindHello, MsgLen: uint32(len(msg))}, msg, nil); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("hello: %w", err)
-	}
-	r := bufio.NewReaderSize(nc, 64<<10)
-	hb := make([]byte, HeaderSize)
-	if _, err := io.ReadFull(r, hb); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("hello: %w", err)
-	}
-	h, err := DecodeHeader(hb)
-	if err == nil && (h.Kind != KindHello || h.BulkLen != 0 || h.MsgLen > 4096) {
-		err = fmt.Errorf("%w: expected hello", ErrBadFrame)
-	}
+	ss, err := c.clientHandshake(dctx, nc, key, role)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("hello: %w", err)
+		return nil, err
 	}
-	body := make([]byte, h.MsgLen)
-	if _, err := io.ReadFull(r, body); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("hello: %w", err)
-	}
-	if h.Status != 0 {
-		var we wireError
-		_ = wire.Unmarshal(body, &we)
-		nc.Close()
-		return nil, fmt.Errorf("hello refused: %s", we.Text)
-	}
-	var sh hello
-	if err := wire.Unmarshal(body, &sh); err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("hello: %w", err)
-	}
+	sh := ss.peer
 	_ = nc.SetDeadline(time.Time{})
-	cc := &clientConn{c: nc, pending: map[uint64]*Call{}, callbacks: &c.callbacks, name: c.Name}
+	cc := &clientConn{c: ss.conn, w: ss.w, role: ss.role, group: ss.group, pending: map[uint64]*Call{}, callbacks: &c.callbacks, name: c.Name}
 	if c.Replay {
 		cc.lost = func() { c.redialSoon(cc) }
 	}
-	go cc.readLoop(r)
+	go cc.readLoop(ss.r)
 	if c.Replay {
 		c.mu.Lock()
 		c.dialing = cc
@@ -348,6 +333,22 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 		}
 	}
 	return cc, nil
+}
+
+// identity is the key and role the client proves at connect.
+func (c *Client) identity() (*Key, Role, error) {
+	key := c.Key
+	if key == nil {
+		var err error
+		if key, err = ProcessKey(); err != nil {
+			return nil, 0, err
+		}
+	}
+	role := c.Role
+	if role == RoleNone {
+		role = min(key.Role, RoleAdmin)
+	}
+	return key, role, nil
 }
 
 // redialSoon reconnects a Replay client whose connection died, without
@@ -374,7 +375,7 @@ func (c *Client) redialSoon(dead *clientConn) {
 		backoff := 20 * time.Millisecond
 		for time.Since(start) < c.RetryFor {
 			_, err := c.get(context.Background())
-			if err == nil || errors.Is(err, errClosed) {
+			if err == nil || errors.Is(err, errClosed) || errors.Is(err, ErrAuth) {
 				return
 			}
 			time.Sleep(backoff)
@@ -427,7 +428,7 @@ func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) erro
 		return nil
 	}
 	for i, k := range todo {
-		call := &Call{Method: k.method, Req: RawMsg(k.msg), XID: k.xid, Replay: true, replayOf: k.transno}
+		call := &Call{Method: k.method, Req: RawMsg(k.msg), XID: k.xid, Replay: true, replayOf: k.transno, Cred: k.cred}
 		if len(k.reply) > 0 {
 			call.BulkOut = [][]byte{k.reply}
 		}
@@ -483,7 +484,7 @@ func (c *Client) keep(call *Call, msg []byte) {
 	if !call.Replay || call.transno == 0 || call.transno <= c.committed {
 		return
 	}
-	k := keptCall{transno: call.transno, method: call.Method, msg: msg, xid: call.XID, reply: call.replyMsg}
+	k := keptCall{transno: call.transno, method: call.Method, msg: msg, xid: call.XID, reply: call.replyMsg, cred: call.Cred}
 	i := sort.Search(len(c.kept), func(i int) bool { return c.kept[i].transno > k.transno })
 	c.kept = append(c.kept, keptCall{})
 	copy(c.kept[i+1:], c.kept[i:])
@@ -503,19 +504,29 @@ func encodeReq(call *Call) []byte {
 }
 
 func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
+	if call.Cred == nil {
+		call.Cred = CredOf(ctx)
+	}
 	msg := encodeReq(call)
+	wmsg := msg
+	if call.Cred != nil {
+		wmsg = putCred(call.Cred, msg)
+	}
 	n := 0
 	for _, b := range call.BulkOut {
 		n += len(b)
 	}
-	if len(msg) > MaxMsg || n > MaxBulk {
-		return fmt.Errorf("rpc: request too large (%d+%d bytes)", len(msg), n)
+	if len(wmsg) > MaxMsg || n > MaxBulk {
+		return fmt.Errorf("rpc: request too large (%d+%d bytes)", len(wmsg), n)
 	}
 	resent := call.XID != 0
 	if !resent {
 		call.XID = c.xids.Add(1)
 	}
-	h := Header{Kind: KindRequest, Method: call.Method, MsgLen: uint32(len(msg)), BulkLen: uint32(n), XID: call.XID}
+	h := Header{Kind: KindRequest, Method: call.Method, XID: call.XID}
+	if call.Cred != nil {
+		h.Flags |= FlagCred
+	}
 	if resent && call.replayOf == 0 {
 		h.Flags |= FlagResent // a replay says so itself (FlagReplay)
 	}
@@ -550,7 +561,7 @@ func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 	cc.mu.Unlock()
 	c.Stats.request(call.Method, int64(n))
 
-	if err := writeFrame(&cc.wmu, cc.c, h, msg, call.BulkOut); err != nil {
+	if err := cc.w.write(h, wmsg, call.BulkOut); err != nil {
 		cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
 		c.drop(cc)
 	}
@@ -602,20 +613,15 @@ func (cc *clientConn) fail(err error) {
 	}
 }
 
-func (cc *clientConn) readLoop(r *bufio.Reader) {
+func (cc *clientConn) readLoop(fr *frameReader) {
 	if cc.lost != nil {
 		defer cc.lost()
 	}
-	hb := make([]byte, HeaderSize)
 	for {
-		if _, err := io.ReadFull(r, hb); err != nil {
-			cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
-			return
-		}
-		h, err := DecodeHeader(hb)
+		h, err := fr.header()
 		if err == nil && h.Kind == KindRequest {
 			// The server calling us back (callback.go).
-			if err := cc.serveCallback(r, h, cc.callbacks, cc.name); err != nil {
+			if err := cc.serveCallback(fr, h, cc.callbacks, cc.name); err != nil {
 				cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
 				return
 			}
@@ -632,7 +638,7 @@ func (cc *clientConn) readLoop(r *bufio.Reader) {
 		call := cc.pending[h.ReqID]
 		delete(cc.pending, h.ReqID)
 		cc.mu.Unlock()
-		if err := cc.readReply(r, h, call); err != nil {
+		if err := cc.readReply(fr, h, call); err != nil {
 			cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
 			return
 		}
@@ -640,35 +646,36 @@ func (cc *clientConn) readLoop(r *bufio.Reader) {
 }
 
 // readReply consumes one reply's body. call is nil for a reply whose caller
-// gave up; its body is discarded.
-func (cc *clientConn) readReply(r *bufio.Reader, h Header, call *Call) error {
-	msg := make([]byte, h.MsgLen)
-	if _, err := io.ReadFull(r, msg); err != nil {
+// gave up; its body is discarded. The call completes only once the
+// frame's MAC (integrity flavour) has been checked.
+func (cc *clientConn) readReply(fr *frameReader, h Header, call *Call) error {
+	fail := func(err error) error {
 		if call != nil {
 			call.err = fmt.Errorf("%w: %v", ErrDisconnected, err)
 			close(call.done)
 		}
 		return err
 	}
+	msg := make([]byte, h.MsgLen)
+	if err := fr.read(msg); err != nil {
+		return fail(err)
+	}
 	var bulkErr error
 	if call != nil && int(h.BulkLen) <= len(call.BulkIn) {
-		if _, err := io.ReadFull(r, call.BulkIn[:h.BulkLen]); err != nil {
-			call.err = fmt.Errorf("%w: %v", ErrDisconnected, err)
-			close(call.done)
-			return err
+		if err := fr.read(call.BulkIn[:h.BulkLen]); err != nil {
+			return fail(err)
 		}
 		call.NBulkIn = int(h.BulkLen)
 	} else {
-		if _, err := r.Discard(int(h.BulkLen)); err != nil {
-			if call != nil {
-				call.err = fmt.Errorf("%w: %v", ErrDisconnected, err)
-				close(call.done)
-			}
-			return err
+		if err := fr.discard(int(h.BulkLen)); err != nil {
+			return fail(err)
 		}
 		if h.BulkLen > 0 {
 			bulkErr = fmt.Errorf("rpc: reply bulk of %d bytes exceeds buffer", h.BulkLen)
 		}
+	}
+	if err := fr.end(); err != nil {
+		return fail(err)
 	}
 	if call == nil {
 		return nil
@@ -677,23 +684,30 @@ func (cc *clientConn) readReply(r *bufio.Reader, h Header, call *Call) error {
 	if call.Replay && h.Status == 0 && h.Transno != 0 {
 		call.replyMsg = msg // kept for a replay; msg is this call's own
 	}
+	call.err = replyErr(h, msg, call.Resp)
+	if call.err == nil && bulkErr != nil {
+		call.err = bulkErr
+	}
+	close(call.done)
+	return nil
+}
+
+// replyErr is what a reply frame's status and message say: an errno, the
+// server's text, or nil once the message is decoded into resp.
+func replyErr(h Header, msg []byte, resp any) error {
 	switch {
 	case h.Status > 0:
-		call.err = syscall.Errno(h.Status)
+		return syscall.Errno(h.Status)
 	case h.Status == StatusError:
 		var we wireError
 		if err := wire.Unmarshal(msg, &we); err != nil {
-			call.err = err
-		} else {
-			call.err = &RemoteError{Text: we.Text}
+			return err
 		}
+		return &RemoteError{Text: we.Text}
 	case h.Status != 0:
-		call.err = fmt.Errorf("%w: status %d", ErrBadFrame, h.Status)
-	case bulkErr != nil:
-		call.err = bulkErr
-	case call.Resp != nil:
-		call.err = wire.Unmarshal(msg, call.Resp)
+		return fmt.Errorf("%w: status %d", ErrBadFrame, h.Status)
+	case resp != nil:
+		return wire.Unmarshal(msg, resp)
 	}
-	close(call.done)
 	return nil
 }

@@ -19,7 +19,7 @@ const (
 	Magic uint32 = 0x53465331 // "SFS1"
 	// Version is the protocol version exchanged at connect. Bump it when a
 	// message layout changes.
-	Version uint32 = 9 // 9: servers call clients back on their connections (callbacks), lock service; 8: create, mkdir, symlink and unlink replies carry the parent's attributes; 7: distributed records carry the client request (client_done), FlagResent; 6: fsck repairs carry what the scan saw
+	Version uint32 = 10 // 10: authenticated hello (keys, roles, flavours), credentials in requests; 9: servers call clients back on their connections (callbacks), lock service; 8: create, mkdir, symlink and unlink replies carry the parent's attributes; 7: distributed records carry the client request (client_done), FlagResent; 6: fsck repairs carry what the scan saw
 
 	HeaderSize = 56
 	// MaxMsg bounds the message part of a frame.
@@ -33,6 +33,8 @@ const (
 	KindHello   uint8 = 1
 	KindRequest uint8 = 2
 	KindReply   uint8 = 3
+	// KindAuth carries the handshake's proofs, after the hellos (auth.go).
+	KindAuth uint8 = 4
 )
 
 // Request flags (Header.Flags).
@@ -54,6 +56,10 @@ const (
 	// such a request may already have been done, so a server looks for
 	// it among the requests it did (Lustre's MSG_RESENT) for these alone.
 	FlagResent uint8 = 1 << 2
+	// FlagCred marks a request whose message starts with the credential
+	// it acts under (credFrame): the user's ids, as ONC RPC's AUTH_UNIX
+	// carries them in its header.
+	FlagCred uint8 = 1 << 3
 )
 
 // Reply status values other than 0 (success) and positive errnos.
@@ -124,7 +130,7 @@ func DecodeHeader(b []byte) (Header, error) {
 	h.XID = binary.LittleEndian.Uint64(b[32:])
 	h.Transno = binary.LittleEndian.Uint64(b[40:])
 	h.Committed = binary.LittleEndian.Uint64(b[48:])
-	if h.Kind < KindHello || h.Kind > KindReply {
+	if h.Kind < KindHello || h.Kind > KindAuth {
 		return h, fmt.Errorf("%w: kind %d", ErrBadFrame, h.Kind)
 	}
 	if h.MsgLen > MaxMsg {
@@ -137,7 +143,8 @@ func DecodeHeader(b []byte) (Header, error) {
 }
 
 // hello is the first frame each way: versions must match exactly. UUID
-// names the client instance, stable across its reconnects.
+// names the client instance, stable across its reconnects. The rest is
+// the authentication's first half (auth.go).
 type hello struct {
 	Version uint32
 	Name    string
@@ -145,4 +152,17 @@ type hello struct {
 	// Boot (server's hello) changes at every server start: a client that
 	// sees it change replays what the server had not committed.
 	Boot string
+	// FSName, Role and Group (client's hello) say which key the client
+	// will prove it holds.
+	FSName string
+	Role   Role
+	Group  string
+	// Flavor: the lowest the client accepts, and in the server's hello
+	// the one the connection uses.
+	Flavor Flavor
+	Nonce  []byte
+	// DH is an ephemeral X25519 public key: the integrity flavour's keys
+	// come from the exchange, so that another holder of the same client
+	// key who saw the handshake cannot forge frames.
+	DH []byte
 }

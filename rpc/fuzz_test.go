@@ -2,7 +2,9 @@ package rpc
 
 import (
 	"context"
+	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +56,11 @@ func FuzzServerConn(f *testing.F) {
 		s.mu.Unlock()
 		done := make(chan struct{})
 		go func() { s.serveConn(b); close(done) }()
+		key, _ := ProcessKey()
+		a.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := (&Client{Name: "f", UUID: NewUUID()}).clientHandshake(context.Background(), a, key, RoleClient); err != nil {
+			t.Fatal(err)
+		}
 		go func() { // drain replies
 			buf := make([]byte, 4096)
 			for {
@@ -62,17 +69,62 @@ func FuzzServerConn(f *testing.F) {
 				}
 			}
 		}()
-		hello := wire.Marshal(nil, &hello{Version: Version, Name: "f"})
-		hb := make([]byte, HeaderSize)
-		(&Header{Kind: KindHello, MsgLen: uint32(len(hello))}).Encode(hb)
-		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		a.Write(append(hb, hello...))
 		a.Write(data)
 		a.Close()
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
 			t.Fatal("server connection did not end after the peer closed")
+		}
+	})
+}
+
+// FuzzHandshake feeds arbitrary bytes to a server as a client's
+// handshake: it must never panic or hang, and never serve a request, as
+// no proof can be made without the key.
+func FuzzHandshake(f *testing.F) {
+	key, _ := ProcessKey()
+	frame := func(kind uint8, v any) []byte {
+		msg := wire.Marshal(nil, v)
+		b := make([]byte, HeaderSize)
+		(&Header{Kind: kind, MsgLen: uint32(len(msg))}).Encode(b)
+		return append(b, msg...)
+	}
+	hi := frame(KindHello, &hello{Version: Version, Name: "f", FSName: key.FSName, Role: RoleClient, Flavor: FlavorAuth,
+		Nonce: make([]byte, nonceSize), DH: make([]byte, 32)})
+	proof := frame(KindAuth, &authProof{MAC: make([]byte, 32)})
+	req := make([]byte, HeaderSize)
+	(&Header{Kind: KindRequest, Method: mEcho, ReqID: 1}).Encode(req)
+	f.Add(append(append(append([]byte(nil), hi...), proof...), req...))
+	f.Add(append(append([]byte(nil), hi...), req...))
+	f.Add(hi[:HeaderSize+5])
+	f.Add([]byte("SFS1"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s := NewServer("fuzz")
+		s.Limits.HelloTimeout = 500 * time.Millisecond
+		var served atomic.Bool
+		s.Handle(mEcho, func(ctx context.Context, r *Request) (Reply, error) {
+			served.Store(true)
+			return Reply{}, nil
+		})
+		a, b := net.Pipe()
+		s.mu.Lock()
+		s.conns[b] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		done := make(chan struct{})
+		go func() { s.serveConn(b); close(done) }()
+		go io.Copy(io.Discard, a)
+		a.SetWriteDeadline(time.Now().Add(time.Second))
+		a.Write(data)
+		a.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("server connection did not end after the peer closed")
+		}
+		if served.Load() {
+			t.Fatal("a request was served without a valid proof")
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -199,19 +200,34 @@ func TestVersionMismatchRefused(t *testing.T) {
 	}
 	defer nc.Close()
 	msg := wire.Marshal(nil, &hello{Version: Version + 1, Name: "future"})
-	var mu sync.Mutex
-	if err := writeFrame(&mu, nc, Header{Kind: KindHello, MsgLen: uint32(len(msg))}, msg, nil); err != nil {
+	if err := (&frameWriter{c: nc}).write(Header{Kind: KindHello}, msg, nil); err != nil {
 		t.Fatal(err)
 	}
-	hb := make([]byte, HeaderSize)
 	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := nc.Read(hb); err != nil {
+	h, body, err := readSmall(bufio.NewReader(nc), KindHello)
+	if err != nil || h.Status != StatusError || !strings.Contains(refusal(body), "protocol version") {
+		t.Fatalf("reply to a wrong version: %+v %v %q", h, err, refusal(body))
+	}
+}
+
+// authed dials addr and authenticates as a client with the process's
+// key, returning the raw connection for a test to write frames on.
+func authed(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	nc, err := DialContext(context.Background(), addr)
+	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := DecodeHeader(hb)
-	if err != nil || h.Status != StatusError {
-		t.Fatalf("reply to a wrong version: %+v %v", h, err)
+	key, _ := ProcessKey()
+	ss, err := (&Client{Name: "raw", UUID: NewUUID()}).clientHandshake(context.Background(), nc, key, RoleClient)
+	if err != nil {
+		nc.Close()
+		t.Fatal(err)
 	}
+	if ss.r.r.Buffered() > 0 {
+		t.Fatal("server sent frames unasked")
+	}
+	return ss.conn
 }
 
 // TestBadFrames sends frames that break the protocol: each must end in a
@@ -229,25 +245,38 @@ func TestBadFrames(t *testing.T) {
 		h.Encode(b)
 		return b
 	}
-	cases := map[string][]byte{
-		"garbage":           bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 64),
-		"truncated header":  hello()[:10],
-		"oversized message": append(hello(), frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: MaxMsg + 1})...),
-		"oversized bulk":    append(hello(), frame(Header{Kind: KindRequest, Method: mEcho, BulkLen: 1 << 31})...),
+	cases := []struct {
+		name   string
+		authed bool // sent after a valid handshake
+		b      []byte
+	}{
+		{"garbage", false, bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 64)},
+		{"truncated header", false, hello()[:10]},
+		{"hello without nonce", false, hello()},
+		{"request before the handshake", false, frame(Header{Kind: KindRequest, Method: mEcho})},
+		{"oversized message", true, frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: MaxMsg + 1})},
+		{"oversized bulk", true, frame(Header{Kind: KindRequest, Method: mEcho, BulkLen: 1 << 31})},
 		// A reply frame from a client answers a callback
 		// (TestCallbackUnaskedReply); a hello frame mid-stream is wrong.
-		"hello twice":    append(hello(), hello()...),
-		"truncated body": append(hello(), append(frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: 100}), 1, 2, 3)...),
+		{"hello after the handshake", true, hello()},
+		{"auth after the handshake", true, frame(Header{Kind: KindAuth})},
+		{"truncated body", true, append(frame(Header{Kind: KindRequest, Method: mEcho, MsgLen: 100}), 1, 2, 3)},
+		{"bad credential", true, append(frame(Header{Kind: KindRequest, Method: mEcho, Flags: FlagCred, MsgLen: 6}), 200, 0, 0, 0, 1, 2)},
 	}
-	for name, b := range cases {
-		t.Run(name, func(t *testing.T) {
-			nc, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var nc net.Conn
+			if tc.authed {
+				nc = authed(t, addr)
+			} else {
+				var err error
+				if nc, err = net.Dial("tcp", addr); err != nil {
+					t.Fatal(err)
+				}
 			}
 			defer nc.Close()
-			nc.Write(b)
-			if name == "truncated body" || name == "truncated header" {
+			nc.Write(tc.b)
+			if tc.name == "truncated body" || tc.name == "truncated header" {
 				nc.(*net.TCPConn).CloseWrite()
 			}
 			nc.SetReadDeadline(time.Now().Add(5 * time.Second))

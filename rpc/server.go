@@ -1,8 +1,8 @@
 package rpc
 
 import (
-	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stripefs/stripefs/wire"
+	"golang.org/x/sync/semaphore"
 )
 
 // Request is one incoming call as a handler sees it. Msg and Bulk are only
@@ -30,6 +31,12 @@ type Request struct {
 	// Transno, on a replay, the transno the change had before the restart.
 	Flags   uint8
 	Transno uint64
+	// Role and Group are what the peer's key proved at the handshake.
+	Role  Role
+	Group string
+	// Cred is the user the request acts for (FlagCred), nil when the
+	// client named none.
+	Cred *Cred
 }
 
 type callerKey struct{}
@@ -65,12 +72,27 @@ type Caller struct {
 	// Resent: the client sent this request before (FlagResent, or a
 	// replay), so it may already be done.
 	Resent bool
+	// Role and Group: what the peer's key proved; Peer: its address.
+	Role  Role
+	Group string
+	Peer  string
+	// Cred: the user the request acts for, nil when it names none.
+	Cred *Cred
 }
 
-// CallerFrom returns the caller of the request a handler's ctx belongs to.
+// CallerFrom returns the caller of the request a handler's ctx belongs
+// to; ok only when it names a client instance and an XID (what resend
+// detection needs).
 func CallerFrom(ctx context.Context) (Caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
 	return c, ok && c.Client != "" && c.XID != 0
+}
+
+// PeerFrom returns who sent the request a handler's ctx belongs to,
+// whatever it names: its role, group, address and credential.
+func PeerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(Caller)
+	return c
 }
 
 // Decode decodes the request message into v.
@@ -98,8 +120,15 @@ type Server struct {
 	Name     string
 	Stats    *Stats
 	handlers [256]Handler
-	// MaxInFlight bounds concurrent requests per connection.
-	MaxInFlight int
+	// Key is what the server proves itself and checks its peers with
+	// (nil: the process's key, ProcessKey).
+	Key *Key
+	// MinFlavor is the lowest flavour the server accepts.
+	MinFlavor Flavor
+	// Limits bound what each peer may take of the server.
+	Limits Limits
+	// need is the lowest role each method serves (Require).
+	need [256]Role
 	// Counters, if set, adds the server's own counters to MethodStats.
 	Counters func() []Counter
 	// Committed, if set, reports the highest durable transno; it rides on
@@ -120,11 +149,16 @@ type Server struct {
 	pipes    map[string]string // in-process connection name → its peer address (callDirect)
 	wg       sync.WaitGroup
 	done     bool
+	adm      admission
+
+	certOnce sync.Once
+	cert     tls.Certificate
+	certErr  error
 }
 
 // NewServer returns a server with no handlers.
 func NewServer(name string) *Server {
-	s := &Server{Name: name, Stats: NewStats(), MaxInFlight: 256, conns: map[net.Conn]struct{}{}, pipes: map[string]string{}, Boot: NewUUID(),
+	s := &Server{Name: name, Stats: NewStats(), MinFlavor: DefaultFlavor, Limits: DefaultLimits, conns: map[net.Conn]struct{}{}, pipes: map[string]string{}, Boot: NewUUID(),
 		byClient: map[string]*serverConn{}}
 	s.handlers[MethodStats] = s.serveStats
 	return s
@@ -136,6 +170,14 @@ func (s *Server) Handle(m uint16, h Handler) {
 		panic(fmt.Sprintf("rpc: method %d out of range", m))
 	}
 	s.handlers[m] = h
+}
+
+// Require makes methods serve only peers whose key proved role or a
+// higher one; others get EPERM. Methods not named serve every role.
+func (s *Server) Require(role Role, methods ...uint16) {
+	for _, m := range methods {
+		s.need[m] = role
+	}
 }
 
 // Wrap replaces method m's handler with f(handler), e.g. to answer some
@@ -195,12 +237,14 @@ func (s *Server) Close() error {
 }
 
 type serverConn struct {
-	s    *Server
-	c    net.Conn
-	wmu  sync.Mutex
-	peer string
-	uuid string // from the client's hello
-	name string
+	s     *Server
+	c     net.Conn
+	w     *frameWriter
+	peer  string
+	uuid  string // from the client's hello
+	name  string
+	role  Role
+	group string
 
 	// Callbacks to the client on this connection (callback.go).
 	cbMu      sync.Mutex
@@ -230,11 +274,32 @@ func (s *Server) serveConn(c net.Conn) {
 			s.mu.Unlock()
 		}()
 	}
-	r := bufio.NewReaderSize(c, 64<<10)
-	if err := sc.handshake(r); err != nil {
-		log.Printf("%s: %s: %v", s.Name, sc.peer, err)
+	host, counted := peerHost(c)
+	if counted && !s.adm.hello(host, &s.Limits) {
+		s.adm.refused(s.Name, host, "refusing connections from "+host+": too many in their handshake")
 		return
 	}
+	ss, err := s.serverHandshake(c)
+	if counted {
+		if !s.adm.helloDone(host, err == nil, &s.Limits) && err == nil {
+			s.adm.refused(s.Name, host, "refusing connections from "+host+": too many from that address")
+			return
+		}
+		if err == nil {
+			defer s.adm.closed(host)
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, io.EOF) || errors.Is(err, ErrAuth) {
+			s.adm.refused(s.Name, host, sc.peer+": "+err.Error())
+		}
+		return
+	}
+	sc.w, sc.uuid, sc.name, sc.role, sc.group = ss.w, ss.peer.UUID, ss.peer.Name, ss.role, ss.group
+	if ss.conn != c {
+		defer ss.conn.Close()
+	}
+	fr := ss.r
 	if sc.uuid != "" {
 		s.mu.Lock()
 		s.byClient[sc.uuid] = sc
@@ -253,18 +318,16 @@ func (s *Server) serveConn(c net.Conn) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sem := make(chan struct{}, max(1, s.MaxInFlight))
+	sem := make(chan struct{}, max(1, s.Limits.MaxInFlight))
+	budget := semaphore.NewWeighted(max(1, s.Limits.MaxInFlightBytes))
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
-	hb := make([]byte, HeaderSize)
 	for {
-		if _, err := io.ReadFull(r, hb); err != nil {
-			return
-		}
-		h, err := DecodeHeader(hb)
+		h, err := fr.header()
 		if err == nil && h.Kind == KindReply {
 			// The answer to one of our callbacks (callback.go).
-			if err := sc.readCallbackReply(r, h); err != nil {
+			if err := sc.readCallbackReply(fr, h); err != nil {
+				sc.readFailed(err)
 				return
 			}
 			continue
@@ -273,65 +336,53 @@ func (s *Server) serveConn(c net.Conn) {
 			err = fmt.Errorf("%w: kind %d where a request belongs", ErrBadFrame, h.Kind)
 		}
 		if err != nil {
-			log.Printf("%s: %s: %v; closing connection", s.Name, sc.peer, err)
+			sc.readFailed(err)
 			return
 		}
-		body := getBody(int(h.MsgLen) + int(h.BulkLen))
-		if _, err := io.ReadFull(r, body); err != nil {
-			putBody(body)
+		n := int64(h.MsgLen) + int64(h.BulkLen)
+		cost := min(n, max(1, s.Limits.MaxInFlightBytes))
+		sem <- struct{}{}
+		_ = budget.Acquire(ctx, cost)
+		release := func() { budget.Release(cost); <-sem }
+		body, err := fr.body(int(n))
+		if err == nil {
+			err = fr.end()
+		}
+		if err != nil {
+			if body != nil {
+				putBody(body)
+			}
+			release()
+			sc.readFailed(err)
 			return
 		}
 		req := &Request{Method: h.Method, Msg: body[:h.MsgLen], Bulk: body[h.MsgLen:], Peer: sc.peer, Client: sc.uuid, Name: sc.name,
-			XID: h.XID, Flags: h.Flags, Transno: h.Transno}
+			XID: h.XID, Flags: h.Flags, Transno: h.Transno, Role: sc.role, Group: sc.group}
+		if h.Flags&FlagCred != 0 {
+			if req.Cred, req.Msg, err = takeCred(req.Msg); err != nil {
+				putBody(body)
+				release()
+				sc.readFailed(err)
+				return
+			}
+		}
 		s.Stats.request(h.Method, int64(h.BulkLen))
-		sem <- struct{}{}
 		inflight.Add(1)
 		go func() {
-			defer func() { <-sem; inflight.Done() }()
+			defer func() { release(); inflight.Done() }()
 			sc.dispatch(ctx, h, req)
 			putBody(body) // handlers must not keep Msg or Bulk
 		}()
 	}
 }
 
-func (sc *serverConn) handshake(r *bufio.Reader) error {
-	_ = sc.c.SetDeadline(time.Now().Add(10 * time.Second))
-	defer sc.c.SetDeadline(time.Time{})
-	hb := make([]byte, HeaderSize)
-	if _, err := io.ReadFull(r, hb); err != nil {
-		return fmt.Errorf("handshake: %w", err)
+// readFailed ends a connection whose peer broke the protocol or went
+// quiet in the middle of a frame; a plain close is not worth a line.
+func (sc *serverConn) readFailed(err error) {
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.ECONNRESET) {
+		return
 	}
-	h, err := DecodeHeader(hb)
-	if err != nil {
-		return fmt.Errorf("handshake: %w", err)
-	}
-	if h.Kind != KindHello || h.BulkLen != 0 || h.MsgLen > 4096 {
-		return fmt.Errorf("handshake: %w: expected hello", ErrBadFrame)
-	}
-	msg := make([]byte, h.MsgLen)
-	if _, err := io.ReadFull(r, msg); err != nil {
-		return fmt.Errorf("handshake: %w", err)
-	}
-	var hi hello
-	if err := wire.Unmarshal(msg, &hi); err != nil {
-		return fmt.Errorf("handshake (a client of another protocol version?): %w", err)
-	}
-	sc.uuid, sc.name = hi.UUID, hi.Name
-	reply := Header{Kind: KindHello}
-	var out []byte
-	if hi.Version != Version {
-		reply.Status = StatusError
-		out = wire.Marshal(nil, &wireError{Text: fmt.Sprintf("protocol version %d, server speaks %d", hi.Version, Version)})
-	} else {
-		out = wire.Marshal(nil, &hello{Version: Version, Name: sc.s.Name, Boot: sc.s.Boot})
-	}
-	if err := sc.write(reply, out, nil); err != nil {
-		return err
-	}
-	if hi.Version != Version {
-		return fmt.Errorf("handshake: client %q speaks version %d, we speak %d", hi.Name, hi.Version, Version)
-	}
-	return nil
+	log.Printf("%s: %s (%s): %v; closing the connection", sc.s.Name, sc.peer, sc.name, err)
 }
 
 type wireError struct{ Text string }
@@ -370,8 +421,12 @@ func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno ui
 	if h == nil {
 		return Reply{}, 0, fmt.Errorf("%s: method %d: %w", s.Name, req.Method, syscall.ENOSYS)
 	}
+	if need := s.need[req.Method]; req.Role < need {
+		log.Printf("%s: refused method %d to %s (%s): it needs the %s role, the peer proved the %s role", s.Name, req.Method, req.Name, req.Peer, need, req.Role)
+		return Reply{}, 0, fmt.Errorf("%s: method %d needs the %s role: %w", s.Name, req.Method, need, syscall.EPERM)
+	}
 	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0,
-		Resent: req.Flags&(FlagResent|FlagReplay) != 0})
+		Resent: req.Flags&(FlagResent|FlagReplay) != 0, Role: req.Role, Group: req.Group, Peer: req.Peer, Cred: req.Cred})
 	ctx = context.WithValue(ctx, transnoKey{}, &transno)
 	defer func() {
 		if p := recover(); p != nil {
@@ -384,27 +439,7 @@ func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno ui
 }
 
 func (sc *serverConn) write(h Header, msg []byte, bulk [][]byte) error {
-	h.MsgLen = uint32(len(msg))
-	return writeFrame(&sc.wmu, sc.c, h, msg, bulk)
-}
-
-// writeFrame sends header, message and bulk with one writev and no copy
-// of the bulk data.
-func writeFrame(mu *sync.Mutex, c net.Conn, h Header, msg []byte, bulk [][]byte) error {
-	buf := make([]byte, HeaderSize, HeaderSize+len(msg))
-	h.Encode(buf)
-	buf = append(buf, msg...)
-	bufs := make(net.Buffers, 0, 1+len(bulk))
-	bufs = append(bufs, buf)
-	for _, b := range bulk {
-		if len(b) > 0 {
-			bufs = append(bufs, b)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	_, err := bufs.WriteTo(c)
-	return err
+	return sc.w.write(h, msg, bulk)
 }
 
 // Request bodies are pooled by size class: a 1 MiB write no longer costs

@@ -238,7 +238,11 @@ func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call
 	c.Stats.request(call.Method, int64(len(bulk)))
 	call.Direct = true
 	call.NBulkIn = 0
-	req := &Request{Method: call.Method, Msg: msg, Bulk: bulk, Peer: peer, Client: c.ID(), Name: c.Name, XID: call.XID}
+	if call.Cred == nil {
+		call.Cred = CredOf(ctx)
+	}
+	req := &Request{Method: call.Method, Msg: msg, Bulk: bulk, Peer: peer, Client: c.ID(), Name: c.Name, XID: call.XID,
+		Role: cc.role, Group: cc.group, Cred: call.Cred}
 	if c.Replay && call.Replay {
 		req.Flags |= FlagKept
 	}

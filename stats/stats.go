@@ -26,6 +26,9 @@ const (
 	ClientXattr = "stripefs.client_stats"
 	// MGSXattr holds the MGS address the mount was started with.
 	MGSXattr = "stripefs.mgs"
+	// KeyFileXattr holds the path of the key file the mount proves
+	// itself with (not the key), so that root's tools find it.
+	KeyFileXattr = "stripefs.keyfile"
 )
 
 // Method is one method's call and bulk byte counts.

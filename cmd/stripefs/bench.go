@@ -291,6 +291,9 @@ mount's. --fiemap-fail holds for the through passes too.`,
 				if nOSTs < 1 || nOSTs > 64 {
 					return fmt.Errorf("--osts must be 1 to 64")
 				}
+				if _, err := ownKey(filepath.Join(data, "fs"), "stripefs"); err != nil {
+					return err
+				}
 				sctx, cancel := context.WithTimeout(ctx, time.Minute)
 				cl, err := cluster.Start(sctx, cluster.Spec{DataDir: filepath.Join(data, "fs"), MDTs: 1, OSTs: nOSTs})
 				cancel()
@@ -800,10 +803,11 @@ func loopbackCmd() *cobra.Command {
 	var src string
 	var readAheadKB int
 	cmd := &cobra.Command{
-		Use:    "loopback --src DIR MOUNTPOINT",
-		Short:  "Mount DIR at MOUNTPOINT through a plain go-fuse loopback (the benchmarks' baseline)",
-		Hidden: true,
-		Args:   cobra.ExactArgs(1),
+		Use:         "loopback --src DIR MOUNTPOINT",
+		Short:       "Mount DIR at MOUNTPOINT through a plain go-fuse loopback (the benchmarks' baseline)",
+		Hidden:      true,
+		Annotations: map[string]string{keyUse: keyNone},
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if src == "" {
 				return fmt.Errorf("--src is required")

@@ -26,12 +26,16 @@ func main() {
 		return
 	}
 	var pprofAddr string
+	var kf keyFlags
 	root := &cobra.Command{
 		Use:           "stripefs",
 		Short:         "A parallel filesystem: Pebble MDTs, striped OSTs, a FUSE client",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := kf.resolveFor(cmd, args); err != nil {
+				return err
+			}
 			if pprofAddr == "" {
 				return nil
 			}
@@ -45,7 +49,8 @@ func main() {
 		},
 	}
 	root.PersistentFlags().StringVar(&pprofAddr, "pprof", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060)")
-	root.AddCommand(mdsCmd(), ostCmd(), mountCmd(), upCmd(), benchCmd(), loopbackCmd(),
+	kf.add(root.PersistentFlags())
+	root.AddCommand(mdsCmd(), ostCmd(), mountCmd(), upCmd(), benchCmd(), loopbackCmd(), keygenCmd(),
 		setstripeCmd(), getstripeCmd(), statsCmd(),
 		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(), rebuildCmd(), scrubCmd(),
 		nfsCmd(), nfsexportCmd(),

@@ -36,6 +36,16 @@ func mdsCmd() *cobra.Command {
 			if cfg.DataDir == "" {
 				return fmt.Errorf("--data is required")
 			}
+			key, err := serverKey(fmt.Sprintf("mdt%d", cfg.Index))
+			if err != nil {
+				return err
+			}
+			switch {
+			case !cmd.Flags().Changed("fsname"):
+				cfg.FSName = key.FSName
+			case cfg.FSName != key.FSName:
+				return fmt.Errorf("mdt%d: --fsname %q, but %s is filesystem %q's key", cfg.Index, cfg.FSName, key.Path, key.FSName)
+			}
 			if cfg.CacheSize < 1 {
 				return fmt.Errorf("--cache-mb %d: at least 1", cfg.CacheSize)
 			}
@@ -80,7 +90,7 @@ func mdsCmd() *cobra.Command {
 	f.StringVar(&listen, "listen", "127.0.0.1:9400", "address to listen on")
 	f.StringVar(&advertise, "advertise", "", "address clients use to reach this MDT (default: the listen address)")
 	f.StringVar(&cfg.MGS, "mgs", "", "MDT0's address (required for MDTs other than 0)")
-	f.StringVar(&cfg.FSName, "fsname", "stripefs", "filesystem name (MDT0, first start)")
+	f.StringVar(&cfg.FSName, "fsname", "stripefs", "filesystem name (MDT0, first start; default: the key's)")
 	f.DurationVar(&cfg.CommitInterval, "commit-interval", 100*time.Millisecond, "group commit interval")
 	f.DurationVar(&cfg.ClientWindow, "recovery-window", mds.DefaultClientWindow,
 		fmt.Sprintf("after a restart, how long to wait for the clients this MDT knew to reconnect and replay before serving others and evicting the missing (at most %v)", mds.MaxClientWindow))
@@ -113,6 +123,9 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.DataDir == "" || mgs == "" {
 				return fmt.Errorf("--data and --mgs are required")
+			}
+			if _, err := serverKey(fmt.Sprintf("ost%d", cfg.Index)); err != nil {
+				return err
 			}
 			l, err := rpc.Listen(listen)
 			if err != nil {
@@ -148,6 +161,18 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 	f.DurationVar(&cfg.GrantGrace, "grant-grace", 30*time.Second, "how long a disconnected client keeps its space grant")
 	f.BoolVar(&cfg.NoEarlyWriteback, "no-early-writeback", false, "do not start the disk write of large writes at once (leave it to the kernel's flusher and fsync)")
 	return cmd
+}
+
+// serverKey is the process's key, which must be the servers' own.
+func serverKey(name string) (*rpc.Key, error) {
+	k, err := rpc.ProcessKey()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if k.Role != rpc.RoleServer {
+		return nil, fmt.Errorf("%s: %s is a %s key; a server needs the filesystem's server key", name, k.Path, k.Role)
+	}
+	return k, nil
 }
 
 // advertised is the address to register: an explicit one, else the

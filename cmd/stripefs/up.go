@@ -23,7 +23,16 @@ func upCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up --data DIR --mount MNT [--mdts 2] [--osts 4] [--nfs ADDR]",
 		Short: "Run a whole filesystem on this machine and mount it (the embedded default)",
-		Args:  cobra.NoArgs,
+		Long: `Run a whole filesystem on this machine and mount it (the embedded default).
+
+Its servers and mount prove themselves with the filesystem key in the data
+directory (DIR/stripefs.key, mode 0600), made on first start unless --key or
+$STRIPEFS_KEY names one. Root's tools find it through the mount point
+(stripefs df MNT); other programs take --key DIR/stripefs.key. To mount from
+another host, copy the key there (/etc/stripefs/stripefs.key) or derive a
+client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
+		Annotations: map[string]string{keyUse: keyOwn},
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if spec.DataDir == "" || mnt == "" {
 				return fmt.Errorf("--data and --mount are required")
@@ -42,6 +51,10 @@ func upCmd() *cobra.Command {
 				spec.MDTs, spec.OSTs = or(spec.MDTs, 2), or(spec.OSTs, 4)
 			}
 			if err := os.MkdirAll(mnt, 0o755); err != nil {
+				return err
+			}
+			key, err := ownKey(spec.DataDir, "stripefs")
+			if err != nil {
 				return err
 			}
 			rpc.Shortcut = shortcut
@@ -67,8 +80,8 @@ func upCmd() *cobra.Command {
 				}()
 			}
 			return runMount(cf.options(cl.MGS, "up:"+mnt), mnt, mo, func() {
-				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s; Ctrl-C unmounts and stops\n",
-					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS)
+				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s, key %s; Ctrl-C unmounts and stops\n",
+					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS, key.Path)
 			})
 		},
 	}

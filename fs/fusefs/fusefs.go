@@ -399,6 +399,8 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 		v, err = json.Marshal(&stats.Client{Methods: stats.Methods(f.c.Stats.Snapshot()), Counters: counterMap(f.c.Counters())})
 	case stats.MGSXattr:
 		v = []byte(f.c.MGS())
+	case stats.KeyFileXattr:
+		v = []byte(f.c.KeyFile())
 	default:
 		v, err = f.c.Getxattr(c, nodeFID(h.NodeId), attr)
 	}

@@ -15,16 +15,54 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stripefs/stripefs/rpc"
 )
 
 var (
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
+
+	keyOnce sync.Once
+	keyPath string
+	keyErr  error
 )
 
-// Binary builds cmd/stripefs once per test process and returns its path.
+// Key makes the test process's filesystem key, once, and returns its
+// file: every cluster the process starts uses it, STRIPEFS_KEY names it
+// to every program the tests run (servers, mounts, tools), and the
+// process's own rpc clients prove it too.
+func Key(t testing.TB) string {
+	keyOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stripefs-key")
+		if err != nil {
+			keyErr = err
+			return
+		}
+		k, err := rpc.NewMasterKey("stripefs")
+		if err != nil {
+			keyErr = err
+			return
+		}
+		keyPath = filepath.Join(dir, "stripefs.key")
+		if keyErr = rpc.WriteKey(keyPath, k); keyErr != nil {
+			return
+		}
+		k.Path = keyPath
+		rpc.SetKey(k)
+		keyErr = os.Setenv("STRIPEFS_KEY", keyPath)
+	})
+	if keyErr != nil {
+		t.Fatal(keyErr)
+	}
+	return keyPath
+}
+
+// Binary builds cmd/stripefs once per test process and returns its path
+// (and makes the process's key, Key).
 func Binary(t testing.TB) string {
+	Key(t)
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "stripefs-bin")
 		if err != nil {
