@@ -5,7 +5,7 @@ BIN     := bin/stripefs
 RUNDIR  ?= $(CURDIR)/run
 FUZZTIME ?= 100000x
 # Packages whose state is shared between goroutines: tested with -race.
-RACE_PKGS := ./wire/... ./rpc/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/...
+RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/...
 
 .PHONY: build run test test-unit test-e2e fuzz lint bench bench-dne install clean
 
@@ -36,6 +36,7 @@ fuzz:
 	$(GO) test ./wire -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzServerConn$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./rpc -run '^$$' -fuzz '^FuzzHandshake$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./layout -run '^$$' -fuzz '^FuzzECRow$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./proto -run '^$$' -fuzz '^FuzzParseLayout$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./mds/dtx -run '^$$' -fuzz '^FuzzRecordCodec$$' -fuzztime $(FUZZTIME)

@@ -98,6 +98,19 @@ func runOp(op string) int {
 		_, err = os.ReadDir(f[1])
 	case "rename":
 		err = syscall.Rename(f[1], f[2])
+	case "chown":
+		err = syscall.Chown(f[1], 0, 0)
+	case "truncate":
+		err = syscall.Truncate(f[1], 0)
+	case "setxattr":
+		err = syscall.Setxattr(f[1], f[2], []byte("v"), 0)
+	case "stat":
+		var st syscall.Stat_t
+		err = syscall.Stat(f[1], &st)
+	case "access-w":
+		err = syscall.Access(f[1], 2)
+	case "utimes":
+		err = syscall.Utimes(f[1], []syscall.Timeval{{Sec: 1}, {Sec: 1}})
 	default:
 		fmt.Println("bad op")
 		return 2

@@ -303,12 +303,22 @@ func TestErrnos(t *testing.T) {
 
 // TestPermissions runs file operations as unprivileged users in child
 // processes and checks mode bits, ownership, supplementary groups and the
-// sticky bit are enforced.
+// sticky bit are enforced: by the kernel and the MDTs together (the
+// default), and by the MDTs alone (no_default_permissions: every answer
+// below then comes from an MDT).
 func TestPermissions(t *testing.T) {
-	_, mnt := mount(t)
+	for _, opts := range [][]string{nil, {"no_default_permissions"}} {
+		t.Run(strings.Join(append([]string{"mount"}, opts...), "-"), func(t *testing.T) { testPermissions(t, opts...) })
+	}
+}
+
+func testPermissions(t *testing.T, opts ...string) {
+	_, mnt := mount(t, opts...)
 	p := func(s string) string { return filepath.Join(mnt, s) }
 	must(t, os.Chmod(mnt, 0o755))
 	must(t, os.Mkdir(p("private"), 0o700))
+	writeFile(t, p("private/inside"), []byte("x"))
+	must(t, os.Chmod(p("private/inside"), 0o644))
 	writeFile(t, p("secret"), []byte("x"))
 	must(t, os.Chmod(p("secret"), 0o600))
 	must(t, os.Mkdir(p("group"), 0o770))
@@ -318,6 +328,8 @@ func TestPermissions(t *testing.T) {
 	must(t, syscall.Chmod(p("tmp"), 0o1777)) // os.Chmod would drop the raw sticky bit
 	must(t, os.Mkdir(p("open"), 0o777))
 	must(t, os.Chmod(p("open"), 0o777))
+	writeFile(t, p("shared"), []byte("x"))
+	must(t, os.Chmod(p("shared"), 0o666))
 
 	const alice, bob = 60001, 60002
 	cases := []struct {
@@ -331,12 +343,21 @@ func TestPermissions(t *testing.T) {
 		{"read 0600 root file", alice, nil, "read " + p("secret"), syscall.EACCES},
 		{"open 0600 root file for write", alice, nil, "write " + p("secret"), syscall.EACCES},
 		{"list 0700 dir", alice, nil, "readdir " + p("private"), syscall.EACCES},
+		{"walk through a 0700 dir", alice, nil, "stat " + p("private/inside"), syscall.EACCES},
 		{"chmod another's file", alice, nil, "chmod " + p("secret"), syscall.EPERM},
+		{"chown as a user", alice, nil, "chown " + p("open"), syscall.EPERM},
+		{"truncate a file without write", alice, nil, "truncate " + p("secret"), syscall.EACCES},
+		{"truncate a 0666 file", alice, nil, "truncate " + p("shared"), 0},
+		{"utimes to a time on another's 0666 file", alice, nil, "utimes " + p("shared"), syscall.EPERM},
+		{"trusted xattr as a user", alice, nil, "setxattr " + p("shared") + " trusted.x", syscall.EPERM},
+		{"user xattr on a 0666 file", alice, nil, "setxattr " + p("shared") + " user.x", 0},
+		{"access(W) to a 0600 root file", alice, nil, "access-w " + p("secret"), syscall.EACCES},
 		{"group dir without the group", alice, nil, "create " + p("group/a"), syscall.EACCES},
 		{"group dir through a supplementary group", alice, []uint32{4242}, "create " + p("group/a"), 0},
 		{"create in sticky dir", alice, nil, "create " + p("tmp/alice"), 0},
 		{"create in world-writable dir", alice, nil, "create " + p("open/alice"), 0},
 		{"unlink another's file in a sticky dir", bob, nil, "unlink " + p("tmp/alice"), syscall.EPERM},
+		{"rename another's file out of a sticky dir", bob, nil, "rename " + p("tmp/alice") + " " + p("open/stolen"), syscall.EPERM},
 		{"unlink another's file in a plain 0777 dir", bob, nil, "unlink " + p("open/alice"), 0},
 		{"unlink own file in a sticky dir", alice, nil, "unlink " + p("tmp/alice"), 0},
 	}

@@ -181,7 +181,14 @@ func checkFiles(t *testing.T, want map[string][]byte) {
 // returns once it reports ready.
 func startUp(t *testing.T, data, mnt string, args ...string) *exec.Cmd {
 	t.Helper()
+	return startUpEnv(t, nil, data, mnt, args...)
+}
+
+// startUpEnv is startUp with env for the process (nil: the test's).
+func startUpEnv(t *testing.T, env []string, data, mnt string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(testcluster.Binary(t), append([]string{"up", "--data", data, "--mount", mnt}, args...)...)
+	cmd.Env = env
 	out, err := cmd.StdoutPipe()
 	must(t, err)
 	cmd.Stderr = os.Stderr

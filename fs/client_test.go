@@ -43,7 +43,7 @@ var root = proto.RootFID
 func TestConcurrentClientWork(t *testing.T) {
 	c := start(t, 2, 4)
 	ctx := context.Background()
-	dir, err := c.Mkdir(ctx, root, "work", 0o755, fs.Caller{})
+	dir, err := c.Mkdir(ctx, root, "work", 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func worker(ctx context.Context, c *fs.Client, dir proto.FID, g int) error {
 	}
 	for i := 0; i < 10; i++ {
 		name := fmt.Sprintf("f%d-%d", g, i)
-		a, f, err := c.Create(ctx, dir, name, syscall.S_IFREG|0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+		a, f, err := c.Create(ctx, dir, name, syscall.S_IFREG|0o644, 0, true, true, syscall.O_RDWR)
 		if err != nil {
 			return err
 		}
@@ -126,7 +126,7 @@ func worker(ctx context.Context, c *fs.Client, dir proto.FID, g int) error {
 func TestSizeNotOvertakenByReport(t *testing.T) {
 	c := start(t, 1, 2)
 	ctx := context.Background()
-	a, keep, err := c.Create(ctx, root, "grows", 0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+	a, keep, err := c.Create(ctx, root, "grows", 0o644, 0, true, true, syscall.O_RDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestReadAheadLoans(t *testing.T) {
 	c := start(t, 1, 2)
 	ctx := context.Background()
 	const unit, units = 64 << 10, 64
-	a, f, err := c.Create(ctx, root, "lent", 0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+	a, f, err := c.Create(ctx, root, "lent", 0o644, 0, true, true, syscall.O_RDWR)
 	if err != nil {
 		t.Fatal(err)
 	}

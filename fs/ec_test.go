@@ -36,7 +36,7 @@ func startWith(t *testing.T, mdts, osts int, opts fs.Options) (*fs.Client, *clus
 func createWithLayout(t *testing.T, c *fs.Client, name, lay string) (*proto.Attr, *fs.File) {
 	t.Helper()
 	ctx := context.Background()
-	a, f, err := c.Create(ctx, proto.RootFID, name, syscall.S_IFREG|0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+	a, f, err := c.Create(ctx, proto.RootFID, name, syscall.S_IFREG|0o644, 0, true, true, syscall.O_RDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestECScrubAndRebuild(t *testing.T) {
 func TestECLayoutRules(t *testing.T) {
 	c, _ := startWith(t, 1, 6, fs.Options{})
 	ctx := context.Background()
-	a, f, err := c.Create(ctx, proto.RootFID, "f", syscall.S_IFREG|0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+	a, f, err := c.Create(ctx, proto.RootFID, "f", syscall.S_IFREG|0o644, 0, true, true, syscall.O_RDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,14 +387,14 @@ func TestECLayoutRules(t *testing.T) {
 		t.Fatalf("getstripe: %q %v", v, err)
 	}
 	// A directory default is inherited, and a plain count turns it off.
-	d, err := c.Mkdir(ctx, proto.RootFID, "d", 0o755, fs.Caller{})
+	d, err := c.Mkdir(ctx, proto.RootFID, "d", 0o755)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Setxattr(ctx, d.FID, proto.LayoutXattr, []byte("ec=3+2 stripe_size=131072"), 0); err != nil {
 		t.Fatal(err)
 	}
-	child, cf, err := c.Create(ctx, d.FID, "x", syscall.S_IFREG|0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+	child, cf, err := c.Create(ctx, d.FID, "x", syscall.S_IFREG|0o644, 0, true, true, syscall.O_RDWR)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ func TestECLayoutRules(t *testing.T) {
 	if err := c.Setxattr(ctx, d.FID, proto.LayoutXattr, []byte("stripe_count=2"), 0); err != nil {
 		t.Fatal(err)
 	}
-	child, cf, err = c.Create(ctx, d.FID, "y", syscall.S_IFREG|0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+	child, cf, err = c.Create(ctx, d.FID, "y", syscall.S_IFREG|0o644, 0, true, true, syscall.O_RDWR)
 	if err != nil {
 		t.Fatal(err)
 	}

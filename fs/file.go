@@ -444,7 +444,7 @@ func (f *File) Release(ctx context.Context) error {
 	if lost := st.takeLost(); ferr == nil {
 		ferr = lost
 	}
-	req := &proto.CloseReq{FID: st.fid, SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
+	req := &proto.CloseReq{FID: st.fid, Flags: uint32(f.Flags), SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
 	st.dirty = false
 	st.reporting++
 	st.mu.Unlock()

@@ -11,9 +11,6 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Caller is the user on whose behalf a call is made.
-type Caller = proto.Caller
-
 // Lookup finds name in dir.
 func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto.Attr, error) {
 	var r proto.AttrReply
@@ -200,14 +197,15 @@ func (c *Client) punch(ctx context.Context, a *proto.Attr, size uint64) error {
 
 // Create makes a file (or a device, FIFO or socket) named name in dir.
 // With open set the new file is opened in the same RPC and returned.
-func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, rdev uint32, who Caller, excl bool, open bool, flags int) (*proto.Attr, *File, error) {
+// The new file's owner is the credential of ctx (rpc.WithCred).
+func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, rdev uint32, excl bool, open bool, flags int) (*proto.Attr, *File, error) {
 	dir, err := c.route(ctx, dir, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	done := c.locks.startGrant()
 	defer done()
-	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Caller: who, Excl: excl, Open: open,
+	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Excl: excl, Open: open, Flags: uint32(flags),
 		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
 	var r proto.AttrReply
 	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
@@ -222,7 +220,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 }
 
 // Mkdir makes a directory.
-func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uint32, who Caller) (*proto.Attr, error) {
+func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uint32) (*proto.Attr, error) {
 	var r proto.AttrReply
 	dir, err := c.route(ctx, dir, name)
 	if err != nil {
@@ -230,7 +228,7 @@ func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uin
 	}
 	done := c.locks.startGrant()
 	defer done()
-	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, Caller: who, MDT: -1,
+	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, MDT: -1,
 		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
 	if err != nil {
 		return nil, err
@@ -250,7 +248,7 @@ func (c *Client) replyAttr(ctx context.Context, r *proto.AttrReply) (*proto.Attr
 }
 
 // Symlink makes a symbolic link to target.
-func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string, who Caller) (*proto.Attr, error) {
+func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string) (*proto.Attr, error) {
 	var r proto.AttrReply
 	dir, err := c.route(ctx, dir, name)
 	if err != nil {
@@ -258,7 +256,7 @@ func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string
 	}
 	done := c.locks.startGrant()
 	defer done()
-	err = c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target, Caller: who,
+	err = c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target,
 		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
 	if err != nil {
 		return nil, err

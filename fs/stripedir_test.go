@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/layout"
 )
 
@@ -32,12 +31,12 @@ func TestStripedDirReaddirWhileChanging(t *testing.T) {
 	}
 	const stable = 300
 	for i := 0; i < stable; i++ {
-		if _, _, err := c.Create(ctx, s.FID, fmt.Sprint("f", i), 0o644, 0, fs.Caller{}, true, false, 0); err != nil {
+		if _, _, err := c.Create(ctx, s.FID, fmt.Sprint("f", i), 0o644, 0, true, false, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < 6; i++ {
-		if _, err := c.Mkdir(ctx, s.FID, fmt.Sprint("d", i), 0o755, fs.Caller{}); err != nil {
+		if _, err := c.Mkdir(ctx, s.FID, fmt.Sprint("d", i), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,7 +54,7 @@ func TestStripedDirReaddirWhileChanging(t *testing.T) {
 				}
 				n := fmt.Sprintf("churn%d-%d", g, i%50)
 				if i/50%2 == 0 {
-					c.Create(ctx, s.FID, n, 0o644, 0, fs.Caller{}, true, false, 0)
+					c.Create(ctx, s.FID, n, 0o644, 0, true, false, 0)
 				} else {
 					c.Unlink(ctx, s.FID, n)
 				}

@@ -22,7 +22,7 @@ func TestCoalescerAgainstFlatBuffer(t *testing.T) {
 	for seed := int64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		layout := []string{"stripe_count=1", "stripe_count=3 stripe_size=65536", "stripe_count=2 stripe_size=131072"}[seed%3]
-		a, f, err := c.Create(ctx, proto.RootFID, "prop"+string(rune('a'+seed)), syscall.S_IFREG|0o644, 0, fs.Caller{}, true, true, syscall.O_RDWR)
+		a, f, err := c.Create(ctx, proto.RootFID, "prop"+string(rune('a'+seed)), syscall.S_IFREG|0o644, 0, true, true, syscall.O_RDWR)
 		if err != nil {
 			t.Fatal(err)
 		}

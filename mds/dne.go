@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -898,7 +899,7 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 	}
 	defer done()
 	t := now()
-	child := newRemoteDir(r, dir, t)
+	child := newRemoteDir(r, dir, m.cred(ctx), t)
 	rec := &dtx.Record{ID: id, Op: "mkdir", Started: t, Updates: []dtx.Update{
 		{Kind: dtx.CreateInode, MDT: target, Inode: encode(child)},
 		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, Mode: sIFDIR},
@@ -913,14 +914,10 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 
 // newRemoteDir is the inode of a directory made by r under dir on another
 // MDT; its FID is the participant's to fill in, or a granted one.
-func newRemoteDir(r *proto.MkdirReq, dir *inode, t int64) *inode {
-	child := &inode{Attr: proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid,
-		Atime: t, Mtime: t, Ctime: t}, Parent: dirParentOf(dir), DefLayout: dir.DefLayout, DefDir: dir.DefDir}
-	if dir.Attr.Mode&sISGID != 0 {
-		child.Attr.Gid = dir.Attr.Gid
-		child.Attr.Mode |= sISGID
-	}
-	return child
+func newRemoteDir(r *proto.MkdirReq, dir *inode, c *rpc.Cred, t int64) *inode {
+	uid, gid, mode := perm.NewOwner(&dir.Attr, sIFDIR|r.Mode&0o7777, c)
+	return &inode{Attr: proto.Attr{Mode: mode, Nlink: 2, Uid: uid, Gid: gid, Atime: t, Mtime: t, Ctime: t},
+		Parent: dirParentOf(dir), DefLayout: dir.DefLayout, DefDir: dir.DefDir}
 }
 
 // remoteRmdir removes a directory that lives on another MDT. m.mu is held

@@ -57,6 +57,7 @@ const (
 	sIFREG  = 0o100000
 	sIFLNK  = 0o120000
 	sISGID  = 0o2000
+	sISVTX  = 0o1000
 	nameMax = 255
 	// xattrMax bounds one extended attribute value, as ext4's block size.
 	xattrMax = 64 << 10

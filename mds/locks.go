@@ -86,6 +86,9 @@ func (m *MDT) startLocks() {
 		if err := m.checkDataRes(req.Lock.Res); err != nil {
 			return rpc.Reply{}, err
 		}
+		if err := m.mayLock(ctx, &req.Lock); err != nil {
+			return rpc.Reply{}, err
+		}
 		rep, err := m.locks.Enqueue(ctx, r.Client, r.Name, &req)
 		if err != nil {
 			return rpc.Reply{}, err
@@ -420,6 +423,7 @@ func (m *MDT) revokeRemote(ctx context.Context, fid proto.FID, bits uint8, clien
 // locks: it left, was evicted, or was lost.
 func (m *MDT) forgetClient(uuid, why string) {
 	m.locks.Forget(uuid)
+	m.forgetWriters(uuid)
 	m.clientsMu.Lock()
 	known := m.clients[uuid]
 	delete(m.clients, uuid)

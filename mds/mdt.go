@@ -90,7 +90,10 @@ type MDT struct {
 	// without a write (seqAdvanced).
 	seqDurable seqState
 	opens      map[proto.FID]int
-	recs       recIndex // the update-log records held, and cancel watermarks
+	// writers are the clients' write opens (perm.go), under writersMu.
+	writersMu sync.Mutex
+	writers   map[writerKey]int
+	recs      recIndex // the update-log records held, and cancel watermarks
 
 	lastTransno atomic.Uint64 // of the last change applied
 	commits     atomic.Uint64 // batches committed: a reply granting a lock checks nothing changed since it read (locks.go)
@@ -212,7 +215,7 @@ func Open(cfg Config) (*MDT, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
-	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, stop: make(chan struct{}),
+	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, stop: make(chan struct{}),
 		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
 		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)

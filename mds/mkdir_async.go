@@ -139,7 +139,7 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	}
 	defer m.mu.Unlock()
 	t := now()
-	child := newRemoteDir(r, dir, t)
+	child := newRemoteDir(r, dir, m.cred(ctx), t)
 	child.Attr.FID = fid
 	// The operation's sequence is taken in the same critical section as
 	// its commit: records then reach the log in sequence order, which the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -65,8 +66,12 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 		return nil, m.errorf("lookup", r.Name, syscall.ENAMETOOLONG)
 	}
 	gen := m.commits.Load() // before the entry is read (grantEntry)
-	if _, err := m.getDir(r.Parent); err != nil {
+	dir, err := m.getDir(r.Parent)
+	if err != nil {
 		return nil, err
+	}
+	if c := m.cred(ctx); perm.Access(&dir.Attr, c, perm.Exec) != nil {
+		return nil, m.denied("lookup", r.Name, c, syscall.EACCES)
 	}
 	var fid proto.FID
 	mode := uint32(sIFDIR)
@@ -120,6 +125,14 @@ func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
 }
 
 func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
+	reply, err := m.setattrHere(ctx, r)
+	if err == nil && r.FID.IsStripedDir() && r.Valid&(proto.SetMode|proto.SetUid|proto.SetGid) != 0 {
+		err = m.setStripesOwner(ctx, r.FID, reply.(*proto.AttrReply).Attr)
+	}
+	return reply, err
+}
+
+func (m *MDT) setattrHere(ctx context.Context, r *proto.SetattrReq) (any, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.getInode(r.FID)
@@ -127,10 +140,22 @@ func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
 		return nil, err
 	}
 	a := &n.Attr
+	c := m.cred(ctx)
+	write := m.mayWrite(ctx, a, c)
+	if r.FromWrites && !write {
+		return nil, m.denied("setattr (size from writes)", r.FID, c, syscall.EACCES)
+	}
+	clear := uint32(0)
+	if !r.FromWrites {
+		if clear, err = perm.Setattr(a, r, c, write); err != nil {
+			return nil, m.denied("setattr", r.FID, c, err)
+		}
+	}
 	t := now()
 	if r.Valid&proto.SetMode != 0 {
 		a.Mode = a.Mode&sIFMT | r.Mode&^sIFMT
 	}
+	a.Mode &^= clear
 	if r.Valid&proto.SetUid != 0 {
 		a.Uid = r.Uid
 	}
@@ -186,21 +211,17 @@ func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
 	return &proto.AttrReply{Attr: n.Attr}, nil
 }
 
-// newChild prepares a new inode in dir: FID, owner (a setgid directory
-// passes on its group, and to subdirectories its setgid bit) and times.
-func (m *MDT) newChild(ctx context.Context, b *pebble.Batch, dir *inode, mode uint32, c proto.Caller) (*inode, error) {
+// newChild prepares a new inode in dir: FID, owner (perm.NewOwner: a
+// setgid directory passes on its group, and to subdirectories its
+// setgid bit) and times.
+func (m *MDT) newChild(ctx context.Context, b *pebble.Batch, dir *inode, mode uint32) (*inode, error) {
 	fid, err := m.childFID(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	t := now()
-	n := &inode{Attr: proto.Attr{FID: fid, Mode: mode, Nlink: 1, Uid: c.Uid, Gid: c.Gid, Atime: t, Mtime: t, Ctime: t}}
-	if dir.Attr.Mode&sISGID != 0 {
-		n.Attr.Gid = dir.Attr.Gid
-		if mode&sIFMT == sIFDIR {
-			n.Attr.Mode |= sISGID
-		}
-	}
+	uid, gid, mode := perm.NewOwner(&dir.Attr, mode, m.cred(ctx))
+	n := &inode{Attr: proto.Attr{FID: fid, Mode: mode, Nlink: 1, Uid: uid, Gid: gid, Atime: t, Mtime: t, Ctime: t}}
 	if err := m.quotaNewChild(b, dir, n); err != nil {
 		return nil, err
 	}
@@ -219,9 +240,10 @@ func (m *MDT) linkInto(b *pebble.Batch, dir *inode, name string, child *inode) {
 	m.putInode(b, dir)
 }
 
-// prepareCreate checks that dir can take a new entry name.
-// m.mu is held; it is let go meanwhile if a striped rmdir froze dir.
-func (m *MDT) prepareCreate(op string, parent proto.FID, name string) (*inode, error) {
+// prepareCreate checks that dir can take a new entry name, and that the
+// caller may add it. m.mu is held; it is let go meanwhile if a striped
+// rmdir froze dir.
+func (m *MDT) prepareCreate(ctx context.Context, op string, parent proto.FID, name string) (*inode, error) {
 	if err := m.checkName(op, name); err != nil {
 		return nil, err
 	}
@@ -235,6 +257,9 @@ func (m *MDT) prepareCreate(op string, parent proto.FID, name string) (*inode, e
 	}
 	if dir.Attr.Nlink == 0 {
 		return nil, m.errorf(op, name, syscall.ENOENT) // directory was removed
+	}
+	if c := m.cred(ctx); perm.Create(&dir.Attr, c) != nil {
+		return nil, m.denied(op, name, c, syscall.EACCES)
 	}
 	if _, busy := m.pending[string(direntKey(parent, ""))]; busy {
 		return nil, m.errorf(op, name, syscall.ENOENT) // a rename is replacing it
@@ -255,7 +280,7 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	dir, err := m.prepareCreate("create", r.Parent, r.Name)
+	dir, err := m.prepareCreate(ctx, "create", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -267,13 +292,19 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		if c := m.cred(ctx); perm.Access(&n.Attr, c, perm.Open(r.Flags)) != nil {
+			return nil, m.denied("open", r.Name, c, syscall.EACCES)
+		}
 		m.opens[n.Attr.FID]++
+		if perm.Writes(r.Flags) {
+			m.noteWriter(ctx, n.Attr.FID, 1)
+		}
 		return &proto.AttrReply{Attr: n.Attr}, nil
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(ctx, b, dir, r.Mode, r.Caller)
+	n, err := m.newChild(ctx, b, dir, r.Mode)
 	if err != nil {
 		return nil, err
 	}
@@ -293,6 +324,9 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 	}
 	if r.Open {
 		m.opens[n.Attr.FID]++
+		if perm.Writes(r.Flags) {
+			m.noteWriter(ctx, n.Attr.FID, 1) // the creator writes, whatever the mode
+		}
 	}
 	// Granted under m.mu, before any change another client could make
 	// to the new name's inode: the attributes below are the lock's.
@@ -362,7 +396,7 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 			m.mu.Unlock()
 		}
 	}()
-	dir, err := m.prepareCreate("mkdir", r.Parent, r.Name)
+	dir, err := m.prepareCreate(ctx, "mkdir", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +421,7 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 		return m.remoteMkdir(ctx, r, dir, target) // releases m.mu
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(ctx, b, dir, sIFDIR|r.Mode&0o7777, r.Caller)
+	n, err := m.newChild(ctx, b, dir, sIFDIR|r.Mode&0o7777)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +443,7 @@ func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	dir, err := m.prepareCreate("symlink", r.Parent, r.Name)
+	dir, err := m.prepareCreate(ctx, "symlink", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +453,7 @@ func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(ctx, b, dir, sIFLNK|0o777, r.Caller)
+	n, err := m.newChild(ctx, b, dir, sIFLNK|0o777)
 	if err != nil {
 		return nil, err
 	}
@@ -476,6 +510,10 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err := m.checkName(op, r.Name); err != nil {
 		return nil, err
 	}
+	remoteVictim, err := m.stickyVictim(ctx, r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	unlocked := false
 	defer func() {
@@ -487,12 +525,25 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := m.cred(ctx)
+	if err := perm.Create(&dir.Attr, c); err != nil {
+		return nil, m.denied(op, r.Name, c, err)
+	}
 	d, err := m.direntFor(ctx, r.Parent, r.Name)
 	if err != nil {
 		return nil, err
 	}
 	if !changeLocked(ctx, d.FID) {
 		return nil, errRelock
+	}
+	if dir.Attr.Mode&sISVTX != 0 && !perm.IsRoot(c) {
+		victim, err := m.victimAttr(d.FID, remoteVictim)
+		if err != nil {
+			return nil, m.errorf(op, r.Name, syscall.EBUSY)
+		}
+		if err := perm.Remove(&dir.Attr, victim, c); err != nil {
+			return nil, m.denied(op, r.Name, c, err)
+		}
 	}
 	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
 		return nil, m.errorf(op, r.Name, syscall.EBUSY)
@@ -664,6 +715,18 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	} else if !errors.Is(err, syscall.ENOENT) {
 		return nil, err
 	}
+	c := m.cred(ctx)
+	var dstAttr *proto.Attr
+	if dst != nil {
+		dstAttr = &dst.Attr
+	}
+	err = perm.Rename(&sdir.Attr, &src.Attr, &ddir.Attr, dstAttr, c)
+	if err == nil && r.Flags&proto.RenameExchange != 0 && dst != nil {
+		err = perm.Rename(&ddir.Attr, &dst.Attr, &sdir.Attr, &src.Attr, c)
+	}
+	if err != nil {
+		return nil, m.denied("rename", r.SrcName, c, err)
+	}
 	if r.Flags&proto.RenameExchange != 0 {
 		return m.exchange(ctx, r, sdir, ddir, src, dst)
 	}
@@ -778,7 +841,7 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 			m.mu.Unlock()
 		}
 	}()
-	dir, err := m.prepareCreate("link", r.Parent, r.Name)
+	dir, err := m.prepareCreate(ctx, "link", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -828,6 +891,9 @@ func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
 	dir, err := m.getDir(r.FID)
 	if err != nil {
 		return nil, err
+	}
+	if c := m.cred(ctx); perm.Access(&dir.Attr, c, perm.Read) != nil {
+		return nil, m.denied("readdir", r.FID, c, syscall.EACCES)
 	}
 	limit := int(min(max(r.Max, 1), readdirMax))
 	out := &proto.ReaddirReply{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -203,11 +204,8 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 	}
 	defer done()
 	t := now()
-	attr := proto.Attr{Mode: sIFDIR | r.Mode&0o7777, Nlink: 2, Uid: r.Caller.Uid, Gid: r.Caller.Gid, Atime: t, Mtime: t, Ctime: t}
-	if dir.Attr.Mode&sISGID != 0 {
-		attr.Gid = dir.Attr.Gid
-		attr.Mode |= sISGID
-	}
+	uid, gid, mode := perm.NewOwner(&dir.Attr, sIFDIR|r.Mode&0o7777, m.cred(ctx))
+	attr := proto.Attr{Mode: mode, Nlink: 2, Uid: uid, Gid: gid, Atime: t, Mtime: t, Ctime: t}
 	parent, defLayout, defDir := dirParentOf(dir), dir.DefLayout, dir.DefDir
 
 	master, err := m.takeFID(ctx, first, proto.FIDStripedMaster)
@@ -320,4 +318,30 @@ func lmvString(l *proto.LMV) string {
 		fmt.Fprintf(&sb, " stripe%d=%d:%s", i, f.MDT(), f)
 	}
 	return sb.String()
+}
+
+// setStripesOwner gives a striped directory's stripes the mode and owner
+// its master has now: each stripe's MDT checks permissions on the stripe
+// it holds (lookups, creates and readdir go to stripes).
+func (m *MDT) setStripesOwner(ctx context.Context, master proto.FID, a proto.Attr) error {
+	l, err := m.getLMV(master)
+	if err != nil {
+		return err
+	}
+	req := proto.SetattrReq{Valid: proto.SetMode | proto.SetUid | proto.SetGid, Mode: a.Mode, Uid: a.Uid, Gid: a.Gid}
+	for _, f := range l.Stripes {
+		req.FID = f
+		if f.MDT() == m.cfg.Index {
+			_, err = m.setattrHere(ctx, &req)
+		} else {
+			var c *rpc.Client
+			if c, err = m.peer(ctx, uint32(f.MDT())); err == nil {
+				_, err = invokePeer[proto.AttrReply](ctx, c, proto.MSetattr, &req)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("mdt%d: owner of stripe %s: %w", m.cfg.Index, f, err)
+		}
+	}
+	return nil
 }

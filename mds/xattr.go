@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -22,6 +23,11 @@ func (m *MDT) getxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
+	}
+	if c := m.cred(ctx); !internalXattr(r.Name) {
+		if err := perm.GetXattr(&n.Attr, r.Name, c); err != nil {
+			return nil, m.denied("getxattr", r.Name, c, err)
+		}
 	}
 	switch r.Name {
 	case DirXattr:
@@ -84,6 +90,11 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c := m.cred(ctx); r.Name != DirXattr {
+		if err := perm.SetXattr(&n.Attr, r.Name, c); err != nil {
+			return nil, m.denied("setxattr", r.Name, c, err)
+		}
+	}
 	switch r.Name {
 	case proto.LayoutXattr:
 		return &proto.Empty{}, m.setLayout(ctx, n, string(r.Value))
@@ -124,6 +135,7 @@ func (m *MDT) listxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	}
 	defer it.Close()
 	out := &proto.XattrReply{}
+	root := perm.IsRoot(m.cred(ctx))
 	if _, ok := layoutOf(n); ok {
 		out.Names = append(out.Names, proto.LayoutXattr)
 	}
@@ -131,7 +143,8 @@ func (m *MDT) listxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 		out.Names = append(out.Names, DirDefaultXattr)
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		if name := string(it.Key()[len(p):]); !internalXattr(name) {
+		name := string(it.Key()[len(p):])
+		if !internalXattr(name) && (root || !strings.HasPrefix(name, perm.TrustedPrefix)) {
 			out.Names = append(out.Names, name)
 		}
 	}
@@ -151,6 +164,11 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
+	}
+	if c := m.cred(ctx); r.Name != DirXattr {
+		if err := perm.SetXattr(&n.Attr, r.Name, c); err != nil {
+			return nil, m.denied("removexattr", r.Name, c, err)
+		}
 	}
 	if r.Name == DirDefaultXattr {
 		if !n.DefDir.Set {
@@ -194,6 +212,10 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 		m.mu.Unlock()
 		return nil, err
 	}
+	if c := m.cred(ctx); perm.Access(&n.Attr, c, perm.Open(r.Flags)) != nil {
+		m.mu.Unlock()
+		return nil, m.denied("open", r.FID, c, syscall.EACCES)
+	}
 	if _, ok := rpc.CallerFrom(ctx); ok { // so a resent open is not counted twice
 		if err := m.commit(m.newBatch(ctx), false); err != nil {
 			m.mu.Unlock()
@@ -201,6 +223,9 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 		}
 	}
 	m.opens[r.FID]++
+	if perm.Writes(r.Flags) {
+		m.noteWriter(ctx, r.FID, 1)
+	}
 	m.mu.Unlock()
 	m.glimpse(ctx, &n.Attr) // without m.mu: it waits for other clients
 	return &proto.AttrReply{Attr: n.Attr, Lock: g}, nil
@@ -215,10 +240,16 @@ func (m *MDT) close(ctx context.Context, r *proto.CloseReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.SetSize && !m.mayWrite(ctx, &n.Attr, m.cred(ctx)) {
+		r.SetSize = false // not a writer: what it says it wrote is not taken
+	}
 	if c := m.opens[r.FID]; c > 1 {
 		m.opens[r.FID] = c - 1
 	} else {
 		delete(m.opens, r.FID)
+	}
+	if perm.Writes(r.Flags) {
+		m.noteWriter(ctx, r.FID, -1)
 	}
 	b := m.newBatch(ctx)
 	if r.SetSize && !mergeWrites(&n.Attr, r.Size, r.Mtime) {

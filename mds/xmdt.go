@@ -186,6 +186,9 @@ func (m *MDT) renameOnce(ctx context.Context, r *proto.RenameReq) (*proto.Rename
 			return nil, err
 		}
 	}
+	if err := m.checkRename(ctx, r, sd, dst); err != nil {
+		return nil, err
+	}
 	reply := &proto.RenameReply{}
 	srcDir := sd.Mode == sIFDIR
 	if dst != nil {

@@ -35,9 +35,6 @@ var (
 	_ billy.Capable    = (*fsys)(nil)
 )
 
-// root is the identity of every call (see fsys).
-var root = fs.Caller{}
-
 // pathError gives go-nfs an error it can classify: os.IsNotExist and
 // os.IsPermission look through *os.PathError to a bare errno, not through
 // wrapping, so the errno goes in Err and the path says where.
@@ -176,7 +173,7 @@ func (s *fsys) OpenFile(filename string, flag int, perm os.FileMode) (billy.File
 				return nil, pathError("create", filename, err)
 			}
 			mode := syscall.S_IFREG | goToMode(perm)&0o7777
-			a, f, err := s.c.Create(ctx, dir, name, mode, 0, root, flag&os.O_EXCL != 0, true, os.O_RDWR)
+			a, f, err := s.c.Create(ctx, dir, name, mode, 0, flag&os.O_EXCL != 0, true, os.O_RDWR)
 			if err != nil {
 				return nil, pathError("create", filename, err)
 			}
@@ -334,7 +331,7 @@ func (s *fsys) MkdirAll(filename string, perm os.FileMode) error {
 	if err != nil {
 		return pathError("mkdir", filename, err)
 	}
-	a, err := s.c.Mkdir(ctx, dir, name, goToMode(perm)&0o7777, root)
+	a, err := s.c.Mkdir(ctx, dir, name, goToMode(perm)&0o7777)
 	if fs.Errno(err) == syscall.EEXIST {
 		if a, lerr := s.c.Lookup(ctx, dir, name); lerr == nil && a.Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			return nil
@@ -356,7 +353,7 @@ func (s *fsys) Symlink(target, link string) error {
 	if err != nil {
 		return pathError("symlink", link, err)
 	}
-	a, err := s.c.Symlink(ctx, dir, name, target, root)
+	a, err := s.c.Symlink(ctx, dir, name, target)
 	if err != nil {
 		return pathError("symlink", link, err)
 	}

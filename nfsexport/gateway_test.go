@@ -85,7 +85,7 @@ func dial(addr string) (*nfsc.Target, func(), error) {
 func TestGatewayConcurrent(t *testing.T) {
 	g, c, addr := startGateway(t, Options{MaxOpenFiles: 3, IdleClose: 20 * time.Millisecond})
 	ctx := context.Background()
-	if _, _, err := c.Create(ctx, proto.RootFID, "shared", 0o100644, 0, fs.Caller{}, true, false, 0); err != nil {
+	if _, _, err := c.Create(ctx, proto.RootFID, "shared", 0o100644, 0, true, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	const workers, piece = 6, 64 << 10
@@ -211,7 +211,7 @@ func nfsWorker(addr string, w, piece int) error {
 func TestGatewayReadOnly(t *testing.T) {
 	_, c, addr := startGateway(t, Options{ReadOnly: true})
 	ctx := context.Background()
-	if _, err := c.Mkdir(ctx, proto.RootFID, "d", 0o755, fs.Caller{}); err != nil {
+	if _, err := c.Mkdir(ctx, proto.RootFID, "d", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	target, closeFn, err := dial(addr)

@@ -100,11 +100,6 @@ type Attr struct {
 	Layout              Layout // regular files: where the data lives
 }
 
-// Caller is who asks, as the kernel reported it.
-type Caller struct {
-	Uid, Gid uint32
-}
-
 type LookupReq struct {
 	Parent FID
 	Name   string
@@ -164,10 +159,11 @@ type CreateReq struct {
 	Name   string
 	Mode   uint32 // with the type bits: S_IFREG, S_IFIFO, S_IFSOCK, S_IFCHR, S_IFBLK
 	Rdev   uint32
-	Caller Caller
 	Excl   bool
-	// Open counts an open on the new file (create+open in one RPC).
-	Open bool
+	// Open counts an open on the new file (create+open in one RPC), with
+	// the open's Flags (O_WRONLY…).
+	Open  bool
+	Flags uint32
 	// Layout, if set, overrides the directory default.
 	Layout Layout
 	// Want asks for metadata locks on the new inode.
@@ -178,7 +174,6 @@ type MkdirReq struct {
 	Parent FID
 	Name   string
 	Mode   uint32
-	Caller Caller
 	// MDT places the new directory: -1 follows the parent's default
 	// directory layout (its own MDT when it has none).
 	MDT int32
@@ -190,7 +185,6 @@ type SymlinkReq struct {
 	Parent FID
 	Name   string
 	Target string
-	Caller Caller
 	Want   uint8 // metadata locks on the new inode
 }
 
@@ -288,7 +282,8 @@ type OpenReq struct {
 }
 
 type CloseReq struct {
-	FID FID
+	FID   FID
+	Flags uint32 // the open's: a write open ends
 	// SetSize carries size and mtime the client learned from its writes.
 	SetSize bool
 	Size    uint64

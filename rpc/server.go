@@ -418,12 +418,12 @@ func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno ui
 	if int(req.Method) < len(s.handlers) {
 		h = s.handlers[req.Method]
 	}
-	if h == nil {
-		return Reply{}, 0, fmt.Errorf("%s: method %d: %w", s.Name, req.Method, syscall.ENOSYS)
-	}
 	if need := s.need[req.Method]; req.Role < need {
 		log.Printf("%s: refused method %d to %s (%s): it needs the %s role, the peer proved the %s role", s.Name, req.Method, req.Name, req.Peer, need, req.Role)
 		return Reply{}, 0, fmt.Errorf("%s: method %d needs the %s role: %w", s.Name, req.Method, need, syscall.EPERM)
+	}
+	if h == nil {
+		return Reply{}, 0, fmt.Errorf("%s: method %d: %w", s.Name, req.Method, syscall.ENOSYS)
 	}
 	ctx = context.WithValue(ctx, callerKey{}, Caller{Client: req.Client, XID: req.XID, Name: req.Name, Kept: req.Flags&FlagKept != 0,
 		Resent: req.Flags&(FlagResent|FlagReplay) != 0, Role: req.Role, Group: req.Group, Peer: req.Peer, Cred: req.Cred})

@@ -858,8 +858,9 @@ func loopbackCmd() *cobra.Command {
 					log.Printf("loopback: %s: kernel read-ahead window left as it was: %v", mnt, err)
 				}
 			}
+			sig := stopSignals()
 			fmt.Printf("%s%s\n", readyPrefix, mnt)
-			return serveUntilSignal(srv, mnt)
+			return serveUntilSignal(srv, mnt, sig)
 		},
 	}
 	cmd.Flags().StringVar(&src, "src", "", "directory to expose")

@@ -79,14 +79,24 @@ func (kf *keyFlags) resolve(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	k, err := rpc.LoadKey(path)
-	if err != nil {
-		if why != "" {
-			return fmt.Errorf("%s: %w", why, err)
-		}
-		return err
+	switch {
+	case err == nil:
+		rpc.SetKey(k)
+	case why == "--key" || why == "$STRIPEFS_KEY":
+		return fmt.Errorf("%s: %w", why, err) // asked for: say so at once
+	default:
+		// Found, not asked for: tools that work through the mount need
+		// no key, so only what connects to a server fails, with this.
+		rpc.SetKeyError(fmt.Errorf("%s: %w", or2(why, "the default key"), err))
 	}
-	rpc.SetKey(k)
 	return nil
+}
+
+func or2(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func noKeyError(cmd *cobra.Command) error {

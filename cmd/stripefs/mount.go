@@ -62,7 +62,9 @@ func mountCmd() *cobra.Command {
 		Use:   "mount --mgs ADDR [-o OPTIONS] MOUNTPOINT",
 		Short: "Mount a stripefs filesystem with FUSE",
 		Long: `Mount a stripefs filesystem with FUSE. Options (-o, comma separated):
-allow_other, default_permissions (on by default), no_default_permissions, ro,
+allow_other, default_permissions (on by default: the kernel checks permissions
+first, the MDTs always), no_default_permissions (the MDTs alone; names are
+then not cached, entry_timeout=0, so that every path walk is checked), ro,
 attr_timeout=SECONDS, entry_timeout=SECONDS, fsname=NAME, debug,
 read_ahead_kb=KIB (the kernel's read-ahead window; 1024 by default, 0 leaves
 the kernel's 128), nolock (no caching under locks: close-to-open coherency
@@ -113,20 +115,19 @@ func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(
 	if err != nil {
 		return err
 	}
+	sig := stopSignals()
 	fmt.Printf("%s%s (mgs %s)\n", readyPrefix, dir, mgs)
 	if onReady != nil {
 		onReady()
 	}
-	return serveUntilSignal(srv, dir)
+	return serveUntilSignal(srv, dir, sig)
 }
 
 // serveUntilSignal returns when the filesystem is unmounted from outside,
-// or unmounts it on SIGINT/SIGTERM.
-func serveUntilSignal(srv *fuse.Server, dir string) error {
+// or unmounts it on a signal from sig.
+func serveUntilSignal(srv *fuse.Server, dir string, sig <-chan os.Signal) error {
 	done := make(chan struct{})
 	go func() { srv.Wait(); close(done) }()
-	sig := make(chan os.Signal, 1)
-	go func() { sig <- waitSignal() }()
 	select {
 	case <-done:
 		return nil

@@ -109,11 +109,12 @@ or mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`
 			if mgs == "" {
 				return fmt.Errorf("--mgs is required")
 			}
+			sig := stopSignals()
 			stop, err := startGateway(&cf, &nf, mgs, listen)
 			if err != nil {
 				return err
 			}
-			s := waitSignal()
+			s := <-sig
 			log.Printf("nfs: %v: stopping", s)
 			return stop()
 		},

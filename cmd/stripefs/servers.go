@@ -18,11 +18,12 @@ import (
 	"github.com/stripefs/stripefs/rpc"
 )
 
-// waitSignal blocks until SIGINT or SIGTERM.
-func waitSignal() os.Signal {
+// stopSignals delivers SIGINT and SIGTERM from now on: taken before a
+// program says it is ready, so that whoever stops it at once is heard.
+func stopSignals() <-chan os.Signal {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
-	return <-ch
+	return ch
 }
 
 func mdsCmd() *cobra.Command {
@@ -78,8 +79,9 @@ func mdsCmd() *cobra.Command {
 					return err
 				}
 			}
+			stop := stopSignals()
 			fmt.Printf("mdt%d ready on %s\n", cfg.Index, cfg.Addr)
-			s := waitSignal()
+			s := <-stop
 			log.Printf("mdt%d: %v: stopping", cfg.Index, s)
 			return m.Close()
 		},
@@ -145,8 +147,9 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 				o.Close()
 				return err
 			}
+			stop := stopSignals()
 			fmt.Printf("ost%d ready on %s\n", cfg.Index, addr)
-			s := waitSignal()
+			s := <-stop
 			log.Printf("ost%d: %v: stopping", cfg.Index, s)
 			return o.Close()
 		},

@@ -77,7 +77,7 @@ func (f *FS) GetLk(cancel <-chan struct{}, in *fuse.LkIn, out *fuse.LkOut) fuse.
 	if err != nil || l.Type == 0 {
 		return fuse.EINVAL
 	}
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	cf, err := f.c.FlockTest(c, file.FID(), l)
 	if err != nil {
@@ -118,12 +118,12 @@ func (f *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status
 		return fuse.EINVAL
 	}
 	if l.Type == 0 {
-		c, stop := ctx(cancel)
+		c, stop := f.ctx(cancel, &in.InHeader)
 		defer stop()
 		return status(f.c.FlockUnlock(c, file.FID(), l.Kind, l.Owner, l.Start, l.End))
 	}
 	f.noteLockOwner(in.Fh, l)
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	if wait {
 		// Unlike other requests, a wait ends with the kernel's interrupt:

@@ -44,6 +44,7 @@ type FS struct {
 	// lockOwners are the POSIX lock owners that took locks through each
 	// open file handle (flock.go).
 	lockOwners map[uint64]map[uint64]bool
+	groups     groupsCache // callers' supplementary groups (cred.go)
 }
 
 // New returns the FUSE mapping of c. The kernel asks for a directory's
@@ -136,11 +137,6 @@ func (l *rateLog) print(err error) {
 // milliseconds, and failing a create with EINTR after the MDT has done it
 // would be worse than finishing it. A server that stays away is bounded by
 // the client's retry limit instead.
-func ctx(<-chan struct{}) (context.Context, context.CancelFunc) {
-	return context.Background(), func() {}
-}
-
-func caller(h *fuse.InHeader) fs.Caller { return fs.Caller{Uid: h.Uid, Gid: h.Gid} }
 
 func fillAttr(a *proto.Attr, out *fuse.Attr) {
 	out.Ino = nodeID(a.FID)
@@ -220,7 +216,7 @@ func (f *FS) file(fh uint64) (*fs.File, fuse.Status) {
 // lookup — and ".." is a directory's parent, asked while the kernel
 // reconnects a directory to the root (nfsd, open_by_handle_at).
 func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	var a *proto.Attr
 	var err error
@@ -243,7 +239,7 @@ func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *
 func (f *FS) Forget(nodeid, nlookup uint64) {}
 
 func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	a, err := f.c.Getattr(c, nodeFID(in.NodeId))
 	if err != nil {
@@ -255,7 +251,7 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 }
 
 func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	req := &fs.SetAttr{FID: nodeFID(in.NodeId)}
 	if m, ok := in.GetMode(); ok {
@@ -300,9 +296,9 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 }
 
 func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, _, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, in.Rdev, caller(&in.InHeader), true, false, 0)
+	a, _, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, in.Rdev, true, false, 0)
 	if err != nil {
 		return status(err)
 	}
@@ -311,9 +307,9 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 }
 
 func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, err := f.c.Mkdir(c, nodeFID(in.NodeId), name, in.Mode, caller(&in.InHeader))
+	a, err := f.c.Mkdir(c, nodeFID(in.NodeId), name, in.Mode)
 	if err != nil {
 		return status(err)
 	}
@@ -322,7 +318,7 @@ func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *f
 }
 
 func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	err := f.c.Unlink(c, nodeFID(h.NodeId), name)
 	if err == nil {
@@ -336,7 +332,7 @@ func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.
 func (f *FS) SetServer(srv *fuse.Server) { f.notify.srv.Store(srv) }
 
 func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	err := f.c.Rmdir(c, nodeFID(h.NodeId), name)
 	if err == nil {
@@ -346,7 +342,7 @@ func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.S
 }
 
 func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	err := f.c.Rename(c, nodeFID(in.NodeId), oldName, nodeFID(in.Newdir), newName, in.Flags)
 	if err == nil {
@@ -356,7 +352,7 @@ func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName 
 }
 
 func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	a, err := f.c.Link(c, nodeFID(in.Oldnodeid), nodeFID(in.NodeId), name)
 	if err != nil {
@@ -367,9 +363,9 @@ func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fus
 }
 
 func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
-	a, err := f.c.Symlink(c, nodeFID(h.NodeId), name, target, caller(h))
+	a, err := f.c.Symlink(c, nodeFID(h.NodeId), name, target)
 	if err != nil {
 		return status(err)
 	}
@@ -378,7 +374,7 @@ func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name stri
 }
 
 func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	t, err := f.c.Readlink(c, nodeFID(h.NodeId))
 	if err != nil {
@@ -390,7 +386,7 @@ func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.St
 // GetXAttr also answers the mount's virtual attributes (client counters,
 // MGS address) on every path, the way lctl reads a client's parameters.
 func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	var v []byte
 	var err error
@@ -422,7 +418,7 @@ func counterMap(cs []fs.Counter) map[string]int64 {
 }
 
 func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	names, err := f.c.Listxattr(c, nodeFID(h.NodeId))
 	if err != nil {
@@ -439,22 +435,22 @@ func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (u
 }
 
 func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	return status(f.c.Setxattr(c, nodeFID(in.NodeId), attr, data, in.Flags))
 }
 
 func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	return status(f.c.Removexattr(c, nodeFID(h.NodeId), attr))
 }
 
 func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	excl := in.Flags&syscall.O_EXCL != 0
-	a, file, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, 0, caller(&in.InHeader), excl, true, int(in.Flags))
+	a, file, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, 0, excl, true, int(in.Flags))
 	if err != nil {
 		return status(err)
 	}
@@ -479,7 +475,7 @@ func (f *FS) openFlags(flags uint32) uint32 {
 }
 
 func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	file, err := f.c.Open(c, nodeFID(in.NodeId), int(in.Flags))
 	if err != nil {
@@ -495,7 +491,7 @@ func (f *FS) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.Rea
 	if !st.Ok() {
 		return nil, st
 	}
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	v, err := file.ReadView(c, buf[:min(len(buf), int(in.Size))], int64(in.Offset))
 	if err != nil {
@@ -591,7 +587,7 @@ func (f *FS) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (ui
 	if !st.Ok() {
 		return 0, st
 	}
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	if in.Flags&syscall.O_APPEND != 0 && f.c.Coherent() {
 		// The kernel chose the offset from its idea of the size, which
@@ -615,7 +611,7 @@ func (f *FS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	if !st.Ok() {
 		return st
 	}
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	// Any close by a process ends its POSIX locks on the file.
 	f.releaseLocks(file, proto.FlockPOSIX, in.LockOwner)
@@ -627,7 +623,7 @@ func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 	if !st.Ok() {
 		return st
 	}
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	return status(file.Fsync(c))
 }
@@ -652,7 +648,7 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 type dirHandle struct{ fid proto.FID }
 
 func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	a, err := f.c.Getattr(c, nodeFID(in.NodeId))
 	if err != nil {
@@ -678,7 +674,7 @@ func (f *FS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntry
 	if !ok {
 		return fuse.EBADF
 	}
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	// Ask for about as many entries as the kernel's buffer holds.
 	per := 32
@@ -711,13 +707,21 @@ func (f *FS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntry
 func (f *FS) ReleaseDir(in *fuse.ReleaseIn) { f.dropHandle(in.Fh) }
 
 func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	return status(f.c.SyncAllMDTs(c))
 }
 
+// Access serves access(2) and chdir when the kernel does not check
+// permissions itself (no_default_permissions).
+func (f *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
+	c, stop := f.ctx(cancel, &in.InHeader)
+	defer stop()
+	return status(f.c.Access(c, nodeFID(in.NodeId), in.Mask))
+}
+
 func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {
-	c, stop := ctx(cancel)
+	c, stop := f.ctx(cancel, h)
 	defer stop()
 	s, err := f.c.Statfs(c)
 	if err != nil {

@@ -89,6 +89,11 @@ func (o *MountOptions) ParseOptions(s string) error {
 			return fmt.Errorf("unknown mount option %q", k)
 		}
 	}
+	if !o.DefaultPermissions {
+		// The kernel then checks nothing on a path walk through names it
+		// caches: every walk asks the MDT, which checks search rights.
+		o.EntryTimeout = 0
+	}
 	return nil
 }
 

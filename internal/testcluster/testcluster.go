@@ -69,6 +69,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		_ = os.Chmod(dir, 0o755) // tests run the tools as other users too
 		binPath = filepath.Join(dir, "stripefs")
 		out, err := exec.Command("go", "build", "-o", binPath, "github.com/stripefs/stripefs/cmd/stripefs").CombinedOutput()
 		if err != nil {
