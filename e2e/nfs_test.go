@@ -59,6 +59,18 @@ func needNFSTools(t *testing.T) {
 // stops it when the test ends.
 func startNFS(t *testing.T, c *testcluster.Cluster, extra ...string) *nfsGateway {
 	t.Helper()
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.Contains(a, "squash") }) {
+		// The tests write as root through the gateway, the way they did
+		// before its callers' ids counted; TestNFSCredentials tests the
+		// default, root squashed.
+		extra = append(extra, "--no-root-squash")
+	}
+	return startNFSArgs(t, c, extra...)
+}
+
+// startNFSArgs is startNFS with exactly the flags given.
+func startNFSArgs(t *testing.T, c *testcluster.Cluster, extra ...string) *nfsGateway {
+	t.Helper()
 	needNFSTools(t)
 	g := &nfsGateway{log: filepath.Join(t.TempDir(), "nfs.log")}
 	logf, err := os.Create(g.log)
@@ -280,7 +292,7 @@ func nfsMount(t *testing.T, g *nfsGateway) *nfsc.Target {
 	}
 	must(t, err)
 	t.Cleanup(client.Close)
-	target, err := (&nfsc.Mount{Client: client}).Mount("/", rpc.AuthNull)
+	target, err := (&nfsc.Mount{Client: client}).Mount("/", rpc.NewAuthUnix("test", 0, 0).Auth())
 	must(t, err)
 	return target
 }

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -499,5 +502,176 @@ func TestUpKey(t *testing.T) {
 	defer stopUp(t, cmd)
 	if again, _ := os.ReadFile(keyPath); string(again) != string(first) {
 		t.Error("up made a new key on its second start")
+	}
+}
+
+// TestNFSCredentials: the gateway runs each call as its AUTH_UNIX user
+// (libnfs's tools send uid= and gid= of their URL), root squashed by
+// default, everyone squashed under --all-squash, root as root under
+// --no-root-squash; AUTH_NONE calls are refused unless --all-squash.
+func TestNFSCredentials(t *testing.T) {
+	c, mnt := mount(t)
+	p := func(s string) string { return filepath.Join(mnt, s) }
+	must(t, os.Chmod(mnt, 0o777))
+	writeFile(t, p("secret"), []byte("for 60000 only"))
+	must(t, os.Chmod(p("secret"), 0o600))
+	must(t, os.Chown(p("secret"), 60000, 60000))
+	src := filepath.Join(t.TempDir(), "src")
+	writeFile(t, src, []byte("via nfs"))
+	as := func(g *nfsGateway, path string, uid, gid int) string {
+		return g.url(path) + fmt.Sprintf("&uid=%d&gid=%d", uid, gid)
+	}
+	def := startNFSArgs(t, c)
+	owned := func(path string, want uint32) {
+		t.Helper()
+		if u := owner(t, p(path)); u != want {
+			t.Errorf("%s is owned by %d, want %d", path, u, want)
+		}
+	}
+	mustNFS(t, "nfs-cp", src, as(def, "/by-root", 0, 0))
+	owned("by-root", 65534) // root squash: root's file is nobody's
+	mustNFS(t, "nfs-cp", src, as(def, "/by-1000", 1000, 1000))
+	owned("by-1000", 1000)
+	if out, err := nfsTool("nfs-cat", as(def, "/secret", 1000, 1000)); err == nil {
+		t.Errorf("uid 1000 read another's 0600 file through the gateway: %s", out)
+	}
+	if out, err := nfsTool("nfs-cat", as(def, "/secret", 0, 0)); err == nil {
+		t.Errorf("squashed root read another's 0600 file through the gateway: %s", out)
+	}
+	if out := mustNFS(t, "nfs-cat", as(def, "/secret", 60000, 60000)); string(out) != "for 60000 only" {
+		t.Errorf("the owner through the gateway: %q", out)
+	}
+	if st := authNoneGetattr(t, def); st != "denied" {
+		t.Errorf("an AUTH_NONE call to the default gateway: %s, want denied", st)
+	}
+	trusting := startNFSArgs(t, c, "--no-root-squash")
+	mustNFS(t, "nfs-cp", src, as(trusting, "/by-real-root", 0, 0))
+	owned("by-real-root", 0)
+	squashAll := startNFSArgs(t, c, "--all-squash", "--anon", "4000:4000")
+	mustNFS(t, "nfs-cp", src, as(squashAll, "/by-anyone", 1000, 1000))
+	owned("by-anyone", 4000)
+	if st := authNoneGetattr(t, squashAll); st != "accepted" {
+		t.Errorf("an AUTH_NONE call under --all-squash: %s, want accepted", st)
+	}
+}
+
+// authNoneGetattr sends the gateway a GETATTR of the root with AUTH_NONE
+// and says how it was answered: "accepted" or "denied".
+func authNoneGetattr(t *testing.T, g *nfsGateway) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", "127.0.0.1:"+g.port)
+	must(t, err)
+	defer conn.Close()
+	fh := make([]byte, 16) // any handle: a denial comes before it is read
+	words := []uint32{7, 0, 2, 100003, 3, 1, 0, 0, 0, 0, uint32(len(fh))}
+	body := make([]byte, 0, 4*len(words)+len(fh))
+	for _, w := range words {
+		body = binary.BigEndian.AppendUint32(body, w)
+	}
+	body = append(body, fh...)
+	rec := binary.BigEndian.AppendUint32(nil, 1<<31|uint32(len(body)))
+	_, err = conn.Write(append(rec, body...))
+	must(t, err)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	head := make([]byte, 16)
+	if _, err := io.ReadFull(conn, head); err != nil {
+		t.Fatalf("reply to an AUTH_NONE GETATTR: %v", err)
+	}
+	if binary.BigEndian.Uint32(head[12:]) == 1 { // reply_stat MSG_DENIED
+		return "denied"
+	}
+	return "accepted"
+}
+
+// rssMiB is a process's resident memory.
+func rssMiB(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	must(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestIdleAndSlowPeers: a thousand connections that never say hello,
+// and authenticated peers that start frames and stall or announce huge
+// ones, neither slow the real mount's stat nor grow the MDT's memory
+// without bound; the stalled ones are cut off after the frame timeout.
+func TestIdleAndSlowPeers(t *testing.T) {
+	c := testcluster.StartArgs(t, 1, 1, "--frame-timeout", "2s", "--hello-timeout", "3s")
+	mnt := c.MountFS()
+	writeFile(t, filepath.Join(mnt, "f"), []byte("x"))
+	stat := func() time.Duration {
+		t.Helper()
+		var worst time.Duration
+		for i := range 20 {
+			start := time.Now()
+			// A name not there: the lookup reaches the MDT every time.
+			if _, err := os.Stat(filepath.Join(mnt, fmt.Sprint("none-", i, time.Now().UnixNano()))); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("stat: %v", err)
+			}
+			worst = max(worst, time.Since(start))
+		}
+		return worst
+	}
+	before, rss0 := stat(), rssMiB(t, c.MDTs[0].Pid())
+	var conns []net.Conn
+	defer func() {
+		for _, nc := range conns {
+			nc.Close()
+		}
+	}()
+	for range 1000 {
+		nc, err := net.Dial("tcp", c.MGS)
+		if err != nil {
+			t.Fatalf("connection %d: %v", len(conns), err)
+		}
+		conns = append(conns, nc)
+	}
+	idle := stat()
+	// Authenticated peers: half start a frame and stall, half announce
+	// 60 MiB frames and send 3 bytes of them.
+	key, _ := rpc.ProcessKey()
+	var stalled []net.Conn
+	hb := make([]byte, rpc.HeaderSize)
+	for i := range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		nc, err := rpc.DialRaw(ctx, c.MGS, key, rpc.RoleClient)
+		cancel()
+		must(t, err)
+		conns = append(conns, nc)
+		stalled = append(stalled, nc)
+		bulk := uint32(100)
+		if i%2 == 1 {
+			bulk = 60 << 20
+		}
+		(&rpc.Header{Kind: rpc.KindRequest, Method: proto.MStatfs, ReqID: 1, XID: uint64(i + 1), BulkLen: bulk}).Encode(hb)
+		nc.Write(append(hb, 1, 2, 3))
+	}
+	slow := stat()
+	rss1 := rssMiB(t, c.MDTs[0].Pid())
+	t.Logf("mount stat, worst of 20: %v alone, %v beside 1000 idle connections, %v beside 100 stalled frames; mdt0 RSS %.0f → %.0f MiB",
+		before, idle, slow, rss0, rss1)
+	if idle > 2*time.Second || slow > 2*time.Second {
+		t.Errorf("stat slowed to %v (idle peers) and %v (stalled frames)", idle, slow)
+	}
+	if rss1-rss0 > 128 {
+		t.Errorf("mdt0 grew %.0f MiB with 1000 idle and 100 stalled peers", rss1-rss0)
+	}
+	// The stalled frames are cut off after --frame-timeout (2s).
+	deadline := time.Now().Add(10 * time.Second)
+	for _, nc := range stalled {
+		nc.SetReadDeadline(deadline)
+		if _, err := io.ReadAll(nc); err != nil {
+			t.Fatalf("a stalled peer was not disconnected within 10s: %v", err)
+		}
+	}
+	if d := time.Until(deadline); d < 0 {
+		t.Fatal("stalled peers outlived the frame timeout")
 	}
 }

@@ -77,6 +77,10 @@ const (
 type Client struct {
 	opts Options
 
+	// policy is what the client's nodemap makes of it (MNodemapMine):
+	// its root is the fileset's, when the map has one.
+	policy proto.Nodemap
+
 	mu   sync.RWMutex
 	cfg  *proto.Config
 	mdts map[uint32]*rpc.Client
@@ -150,8 +154,24 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		c.Close()
 		return nil, err
 	}
+	if err := c.mdtCall(ctx, proto.RootFID, proto.MNodemapMine, &proto.Empty{}, &c.policy); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("fs: nodemap: %w", err)
+	}
 	return c, nil
 }
+
+// Root is the directory the client sees as the filesystem's root: the
+// root, or its nodemap's fileset.
+func (c *Client) Root() proto.FID {
+	if !c.policy.FilesetFID.IsZero() {
+		return c.policy.FilesetFID
+	}
+	return proto.RootFID
+}
+
+// Policy is the client's nodemap as MDT0 applies it.
+func (c *Client) Policy() proto.Nodemap { return c.policy }
 
 // KeyFile is the file of the key the client proves itself with ("" for
 // a key that came from no file).

@@ -38,7 +38,7 @@ func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto
 // answers ".." and, for a parent on another MDT, the client asks that one.
 // A non-directory has no single parent: ENOTDIR.
 func (c *Client) Parent(ctx context.Context, dir proto.FID) (*proto.Attr, error) {
-	if dir == proto.RootFID {
+	if dir == c.Root() {
 		return c.Getattr(ctx, dir)
 	}
 	return c.Lookup(ctx, dir, "..")

@@ -23,6 +23,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/stripefs/stripefs/internal/nodemapsync"
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/proto"
@@ -93,7 +94,14 @@ type MDT struct {
 	// writers are the clients' write opens (perm.go), under writersMu.
 	writersMu sync.Mutex
 	writers   map[writerKey]int
-	recs      recIndex // the update-log records held, and cancel watermarks
+	// nodemaps is this MDT's copy of the nodemaps (nodemaps.go); MDT0
+	// changes them under nodemapMu. filesetSeen: directories found
+	// inside a fileset, and when.
+	nodemaps    *nodemapsync.Follower
+	nodemapMu   sync.Mutex
+	filesetMu   sync.Mutex
+	filesetSeen map[filesetKey]time.Time
+	recs        recIndex // the update-log records held, and cancel watermarks
 
 	lastTransno atomic.Uint64 // of the last change applied
 	commits     atomic.Uint64 // batches committed: a reply granting a lock checks nothing changed since it read (locks.go)
@@ -215,7 +223,7 @@ func Open(cfg Config) (*MDT, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
-	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, stop: make(chan struct{}),
+	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, filesetSeen: map[filesetKey]time.Time{}, stop: make(chan struct{}),
 		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
 		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)
@@ -269,6 +277,10 @@ func Open(cfg Config) (*MDT, error) {
 		m.mgsConn.Role = rpc.RoleServer
 	}
 	if err := m.openQuota(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := m.startNodemaps(); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -373,6 +385,7 @@ func (m *MDT) halt() {
 	close(m.stop)
 	m.wg.Wait()
 	m.closeQuota()
+	m.nodemaps.Stop()
 }
 
 // Close stops serving and closes the database after a final commit.

@@ -65,6 +65,9 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 	if len(r.Name) > nameMax {
 		return nil, m.errorf("lookup", r.Name, syscall.ENAMETOOLONG)
 	}
+	if err := m.inFileset(ctx, r.Parent); err != nil {
+		return nil, err
+	}
 	gen := m.commits.Load() // before the entry is read (grantEntry)
 	dir, err := m.getDir(r.Parent)
 	if err != nil {
@@ -84,6 +87,9 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 			return nil, err
 		}
 		fid = p.Parent
+		if r.Parent == m.policy(ctx).FilesetFID {
+			fid = r.Parent // a fileset's root is its clients' root: ".." leads nowhere above
+		}
 	default:
 		d, err := m.getDirent(r.Parent, r.Name)
 		if err != nil {
@@ -133,6 +139,9 @@ func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {
 }
 
 func (m *MDT) setattrHere(ctx context.Context, r *proto.SetattrReq) (any, error) {
+	if err := m.writable(ctx, "setattr", r.FID); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.getInode(r.FID)
@@ -247,6 +256,9 @@ func (m *MDT) prepareCreate(ctx context.Context, op string, parent proto.FID, na
 	if err := m.checkName(op, name); err != nil {
 		return nil, err
 	}
+	if err := m.writable(ctx, op, name); err != nil {
+		return nil, err
+	}
 	m.waitThawLocked(parent)
 	if err := m.checkStripeName(op, parent, name); err != nil {
 		return nil, err
@@ -277,6 +289,9 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 		r.Mode |= sIFREG
 	default:
 		return nil, m.errorf("create", r.Name, syscall.EINVAL)
+	}
+	if err := m.inFileset(ctx, r.Parent); err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -389,6 +404,9 @@ func (m *MDT) mkdir(ctx context.Context, r *proto.MkdirReq) (any, error) {
 // mkdirStriped is mkdir with a stripe count: 0 follows the parent's
 // default, 1 is a plain directory, more a striped one (stripedir.go).
 func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (any, error) {
+	if err := m.inFileset(ctx, r.Parent); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	unlocked := false
 	defer func() {
@@ -440,6 +458,9 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 	if len(r.Target) == 0 || len(r.Target) >= 4096 {
 		return nil, m.errorf("symlink", r.Name, syscall.ENAMETOOLONG)
+	}
+	if err := m.inFileset(ctx, r.Parent); err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -508,6 +529,12 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 		op = "rmdir"
 	}
 	if err := m.checkName(op, r.Name); err != nil {
+		return nil, err
+	}
+	if err := m.writable(ctx, op, r.Name); err != nil {
+		return nil, err
+	}
+	if err := m.inFileset(ctx, r.Parent); err != nil {
 		return nil, err
 	}
 	remoteVictim, err := m.stickyVictim(ctx, r.Parent, r.Name)
@@ -639,6 +666,12 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	if r.Flags&^(proto.RenameNoReplace|proto.RenameExchange) != 0 ||
 		r.Flags == proto.RenameNoReplace|proto.RenameExchange {
 		return nil, m.errorf("rename", r.SrcName, syscall.EINVAL)
+	}
+	if err := m.writable(ctx, "rename", r.SrcName); err != nil {
+		return nil, err
+	}
+	if err := m.inFileset(ctx, r.SrcParent, r.DstParent); err != nil {
+		return nil, err
 	}
 	m.mu.Lock()
 	unlocked := false
@@ -834,6 +867,9 @@ func (m *MDT) exchange(ctx context.Context, r *proto.RenameReq, sdir, ddir, src,
 }
 
 func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
+	if err := m.inFileset(ctx, r.Parent); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	unlocked := false
 	defer func() {
@@ -887,6 +923,9 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 const readdirMax = 4096
 
 func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
+	if err := m.inFileset(ctx, r.FID); err != nil {
+		return nil, err
+	}
 	gen := m.commits.Load() // before the entries are read (grantEntry)
 	dir, err := m.getDir(r.FID)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/stripefs/stripefs/nodemap"
 	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -31,8 +32,11 @@ func (m *MDT) cred(ctx context.Context) *rpc.Cred {
 	return m.squash(p, c)
 }
 
-// squash applies the nodemap of p's group to c (nodemap.go).
-func (m *MDT) squash(p rpc.Caller, c *rpc.Cred) *rpc.Cred { return c }
+// squash applies the nodemap of p's group to c (nodemaps.go).
+func (m *MDT) squash(p rpc.Caller, c *rpc.Cred) *rpc.Cred {
+	pol := m.nodemaps.Policy(p)
+	return nodemap.Squash(&pol, c)
+}
 
 // denied wraps a refusal with what was refused.
 func (m *MDT) denied(op string, what any, c *rpc.Cred, err error) error {
@@ -194,6 +198,9 @@ func (m *MDT) checkRename(ctx context.Context, r *proto.RenameReq, src, dst *dir
 func (m *MDT) mayLock(ctx context.Context, l *proto.LockDesc) error {
 	if l.Kind != proto.LockExtent || l.Mode != proto.LockPW {
 		return nil
+	}
+	if err := m.writable(ctx, "write lock on", l.Res); err != nil {
+		return err
 	}
 	n, err := m.getInode(l.Res)
 	if err != nil {

@@ -81,6 +81,9 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	case internalXattr(r.Name):
 		return nil, m.errorf("setxattr", r.Name, syscall.EPERM)
 	}
+	if err := m.writable(ctx, "setxattr", r.Name); err != nil {
+		return nil, err
+	}
 	if r.Name == MkdirXattr {
 		return &proto.Empty{}, m.mkdirXattr(ctx, r.FID, string(r.Value))
 	}
@@ -159,6 +162,9 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if internalXattr(r.Name) {
 		return nil, m.errorf("removexattr", r.Name, syscall.EPERM)
 	}
+	if err := m.writable(ctx, "removexattr", r.Name); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.getInode(r.FID)
@@ -205,6 +211,11 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 // open counts an open; the count keeps an unlinked file's inode (and so
 // its data) until the last close.
 func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
+	if perm.Writes(r.Flags) {
+		if err := m.writable(ctx, "open", r.FID); err != nil {
+			return nil, err
+		}
+	}
 	g := m.grantMeta(ctx, r.FID, r.Want)
 	m.mu.Lock()
 	n, err := m.getInode(r.FID)

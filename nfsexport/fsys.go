@@ -12,7 +12,9 @@ import (
 	nfsfile "github.com/willscott/go-nfs/file"
 
 	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 )
 
 // fsys is the billy.Filesystem go-nfs serves: stripefs through the client
@@ -27,6 +29,41 @@ type fsys struct {
 	files    *openFiles
 	names    *nameCache
 	readOnly bool
+	// call is the credential of the call being served on this fsys's
+	// connection (nil: every call is root's), taken as squash says.
+	call   *callGate
+	squash Squash
+}
+
+// ctx is the context of the call being served: its user's credential.
+func (s *fsys) ctx() context.Context {
+	if s.call == nil {
+		return bg()
+	}
+	return rpc.WithCred(bg(), s.squash.cred(s.call.current()))
+}
+
+// mayOpen checks that the caller may read (or write) fid, as nfsd does:
+// by the mode, and the owner always (a file created read-only, or
+// chmodded while open, stays the owner's to write).
+func (s *fsys) mayOpen(ctx context.Context, fid proto.FID, write bool) error {
+	a, ok := s.files.attr(fid)
+	if !ok {
+		ga, err := s.c.Getattr(ctx, fid)
+		if err != nil {
+			return err
+		}
+		a = *ga
+	}
+	c := rpc.CredOf(ctx)
+	if c == nil || perm.Owns(&a, c) {
+		return nil
+	}
+	want := perm.Read
+	if write {
+		want = perm.Write
+	}
+	return perm.Access(&a, c, want)
 }
 
 var (
@@ -155,7 +192,7 @@ func (s *fsys) Open(filename string) (billy.File, error) {
 // FID: each read and write takes the shared open file from the cache, so
 // a handle go-nfs forgets to close costs nothing.
 func (s *fsys) OpenFile(filename string, flag int, perm os.FileMode) (billy.File, error) {
-	ctx := bg()
+	ctx := s.ctx()
 	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC) != 0 {
 		if err := s.writable("open", filename); err != nil {
 			return nil, err
@@ -193,7 +230,12 @@ func (s *fsys) OpenFile(filename string, flag int, perm os.FileMode) (billy.File
 	if err != nil {
 		return nil, pathError("open", filename, err)
 	}
-	of, err := s.files.acquire(ctx, fid) // opens it, checking it is a file
+	if err := s.mayOpen(ctx, fid, flag&(os.O_WRONLY|os.O_RDWR|os.O_TRUNC) != 0); err != nil {
+		return nil, pathError("open", filename, err)
+	}
+	// The open file is the gateway's, shared by its callers: each call
+	// is checked here, as nfsd checks each READ and WRITE.
+	of, err := s.files.acquire(bg(), fid) // opens it, checking it is a file
 	if err != nil {
 		return nil, pathError("open", filename, err)
 	}
@@ -221,7 +263,7 @@ func (s *fsys) Lstat(filename string) (os.FileInfo, error) {
 			return &fileInfo{a: a}, nil
 		}
 	}
-	_, a, err := s.resolve(bg(), filename, true)
+	_, a, err := s.resolve(s.ctx(), filename, true)
 	if err != nil {
 		return nil, pathError("stat", filename, err)
 	}
@@ -237,7 +279,7 @@ func (s *fsys) Rename(oldpath, newpath string) error {
 	if err := s.writable("rename", oldpath); err != nil {
 		return err
 	}
-	ctx := bg()
+	ctx := s.ctx()
 	sdir, sname, err := s.dirOf(ctx, oldpath)
 	if err != nil {
 		return pathError("rename", oldpath, err)
@@ -260,7 +302,7 @@ func (s *fsys) Remove(filename string) error {
 	if err := s.writable("remove", filename); err != nil {
 		return err
 	}
-	ctx := bg()
+	ctx := s.ctx()
 	dir, name, err := s.dirOf(ctx, filename)
 	if err != nil {
 		return pathError("remove", filename, err)
@@ -283,7 +325,7 @@ const readdirBatch = 1024
 // ReadDir lists a directory with attributes. go-nfs asks for the whole
 // listing on every READDIR and pages it itself.
 func (s *fsys) ReadDir(path string) ([]os.FileInfo, error) {
-	ctx := bg()
+	ctx := s.ctx()
 	dir, _, err := s.resolve(ctx, path, false)
 	if err != nil {
 		return nil, pathError("readdir", path, err)
@@ -326,7 +368,7 @@ func (s *fsys) MkdirAll(filename string, perm os.FileMode) error {
 	if err := s.writable("mkdir", filename); err != nil {
 		return err
 	}
-	ctx := bg()
+	ctx := s.ctx()
 	dir, name, err := s.dirOf(ctx, filename)
 	if err != nil {
 		return pathError("mkdir", filename, err)
@@ -348,7 +390,7 @@ func (s *fsys) Symlink(target, link string) error {
 	if err := s.writable("symlink", link); err != nil {
 		return err
 	}
-	ctx := bg()
+	ctx := s.ctx()
 	dir, name, err := s.dirOf(ctx, link)
 	if err != nil {
 		return pathError("symlink", link, err)
@@ -362,7 +404,7 @@ func (s *fsys) Symlink(target, link string) error {
 }
 
 func (s *fsys) Readlink(link string) (string, error) {
-	ctx := bg()
+	ctx := s.ctx()
 	fid, _, err := s.resolve(ctx, link, false)
 	if err != nil {
 		return "", pathError("readlink", link, err)
@@ -382,7 +424,7 @@ func (s *fsys) setattr(op, name string, req *fs.SetAttr) error {
 	if err := s.writable(op, name); err != nil {
 		return err
 	}
-	ctx := bg()
+	ctx := s.ctx()
 	fid, _, err := s.resolve(ctx, name, false)
 	if err != nil {
 		return pathError(op, name, err)

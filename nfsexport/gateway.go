@@ -26,6 +26,7 @@ import (
 	nfs "github.com/willscott/go-nfs"
 
 	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/nodemap"
 	"github.com/stripefs/stripefs/proto"
 )
 
@@ -36,6 +37,10 @@ type Options struct {
 	Allow []netip.Prefix
 	// ReadOnly refuses every change.
 	ReadOnly bool
+	// Squash is how callers' ids are taken: root squashed unless
+	// NoRootSquash, everyone under AllSquash (which alone lets AUTH_NONE
+	// calls in), to AnonUID:AnonGID (65534 when zero).
+	Squash Squash
 	// MaxOpenFiles bounds the files kept open between calls (default 64).
 	MaxOpenFiles int
 	// IdleClose is how long an unused file stays open (default 1s). Its
@@ -59,7 +64,8 @@ type Stats struct {
 type Gateway struct {
 	opts  Options
 	files *openFiles
-	srv   *nfs.Server
+	base  fsys    // what every connection's fsys shares
+	id    [8]byte // the write verifier
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -89,13 +95,16 @@ func New(c *fs.Client, opts Options) *Gateway {
 		opts.Logf = log.Printf
 	}
 	g := &Gateway{opts: opts, conns: map[net.Conn]struct{}{}}
+	if opts.Squash.AnonUID == 0 && opts.Squash.AnonGID == 0 {
+		opts.Squash.AnonUID, opts.Squash.AnonGID = nodemap.DefaultSquash, nodemap.DefaultSquash
+	}
+	g.opts = opts
 	g.files = newOpenFiles(c, opts.MaxOpenFiles, opts.IdleClose, opts.Logf)
-	h := &handler{fsys: &fsys{c: c, files: g.files, names: newNameCache(), readOnly: opts.ReadOnly}}
+	g.base = fsys{c: c, files: g.files, names: newNameCache(), readOnly: opts.ReadOnly, squash: opts.Squash}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.srv = &nfs.Server{Handler: h, Context: g.ctx}
 	// The write verifier: new for each gateway, so that after a restart
 	// clients resend what they wrote UNSTABLE and never saw committed.
-	_, _ = rand.Read(g.srv.ID[:])
+	_, _ = rand.Read(g.id[:])
 	g.wg.Add(1)
 	go g.janitor()
 	return g
@@ -125,7 +134,7 @@ func (g *Gateway) Serve(l net.Listener) error {
 	}
 	g.ls = append(g.ls, l)
 	g.mu.Unlock()
-	err := g.srv.Serve(&listener{Listener: l, g: g})
+	err := g.serve(&listener{Listener: l, g: g})
 	g.mu.Lock()
 	closed := g.closed
 	g.mu.Unlock()
@@ -134,6 +143,42 @@ func (g *Gateway) Serve(l net.Listener) error {
 	}
 	return fmt.Errorf("nfs: serve %s: %w", l.Addr(), err)
 }
+
+// serve gives each connection a go-nfs server of its own, whose
+// filesystem runs each call as the user the tap saw in it.
+func (g *Gateway) serve(l *listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		tc := c.(*trackedConn)
+		fsys := g.base
+		fsys.call = &tc.gate
+		srv := &nfs.Server{Handler: &handler{fsys: &fsys}, ID: g.id, Context: g.ctx}
+		go srv.Serve(&oneConn{c: tc})
+	}
+}
+
+// oneConn is a listener of one connection: go-nfs serves it, then waits
+// for the next, which comes once the connection is closed, as an error.
+type oneConn struct {
+	c    *trackedConn
+	once sync.Once
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	var first bool
+	l.once.Do(func() { first = true })
+	if first {
+		return l.c, nil
+	}
+	<-l.c.closed
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) Close() error   { return nil }
+func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
 
 // Stats returns the durability counters.
 func (g *Gateway) Stats() Stats {
@@ -220,7 +265,8 @@ func (l *listener) Accept() (net.Conn, error) {
 			c.Close()
 			return nil, net.ErrClosed
 		}
-		tc := &trackedConn{tapConn: newTapConn(c, g.syncFile, g.count), g: g}
+		tc := &trackedConn{tapConn: newTapConn(c, g.syncFile, g.count), g: g, closed: make(chan struct{})}
+		tc.gateCalls(!g.opts.Squash.AllSquash)
 		g.conns[tc] = struct{}{}
 		g.mu.Unlock()
 		return tc, nil
@@ -230,8 +276,9 @@ func (l *listener) Accept() (net.Conn, error) {
 // trackedConn forgets itself when closed.
 type trackedConn struct {
 	*tapConn
-	g    *Gateway
-	once sync.Once
+	g      *Gateway
+	once   sync.Once
+	closed chan struct{}
 }
 
 func (c *trackedConn) Close() error {
@@ -240,6 +287,7 @@ func (c *trackedConn) Close() error {
 		c.g.mu.Lock()
 		delete(c.g.conns, c)
 		c.g.mu.Unlock()
+		close(c.closed)
 	})
 	if errors.Is(err, net.ErrClosed) {
 		return nil

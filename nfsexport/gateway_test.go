@@ -45,6 +45,7 @@ func startGateway(t *testing.T, opts Options) (*Gateway, *fs.Client, string) {
 	if opts.Logf == nil {
 		opts.Logf = t.Logf
 	}
+	opts.Squash.NoRootSquash = true // the tests write as root
 	g := New(c, opts)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(l) }()
@@ -71,7 +72,7 @@ func dial(addr string) (*nfsc.Target, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	target, err := (&nfsc.Mount{Client: client}).Mount("/", rpc.AuthNull)
+	target, err := (&nfsc.Mount{Client: client}).Mount("/", rpc.NewAuthUnix("test", 0, 0).Auth())
 	if err != nil {
 		client.Close()
 		return nil, nil, err

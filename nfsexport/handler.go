@@ -29,13 +29,16 @@ var _ nfs.Handler = (*handler)(nil)
 // directory part of a URL's path). The path is resolved once, here; the
 // client then holds the directory's handle.
 func (h *handler) Mount(ctx context.Context, conn net.Conn, req nfs.MountRequest) (nfs.MountStatus, billy.Filesystem, []nfs.AuthFlavor) {
-	flavors := []nfs.AuthFlavor{nfs.AuthFlavorUnix, nfs.AuthFlavorNull}
+	flavors := []nfs.AuthFlavor{nfs.AuthFlavorUnix}
+	if h.fsys.squash.AllSquash {
+		flavors = append(flavors, nfs.AuthFlavorNull) // everyone is anonymous anyway
+	}
 	dir := proto.RootFID
 	for _, name := range strings.Split(string(req.Dirpath), "/") {
 		if name == "" {
 			continue
 		}
-		a, err := h.fsys.c.Lookup(ctx, dir, name)
+		a, err := h.fsys.c.Lookup(h.fsys.ctx(), dir, name)
 		if err != nil {
 			return nfs.MountStatusErrNoEnt, nil, nil
 		}

@@ -303,3 +303,109 @@ func TestNameCache(t *testing.T) {
 		t.Errorf("expired entry returned")
 	}
 }
+
+// unixCall is a GETATTR call of uid:gid (groups) with AUTH_UNIX, or, with
+// uid ^0, with AUTH_NONE; proc 0 makes it a NULL call.
+func unixCall(xid, proc, uid, gid uint32, groups ...uint32) []byte {
+	b := putWords(nil, xid, rpcCall, 2, nfsProgram, nfsVersion, proc)
+	if uid == ^uint32(0) {
+		b = putWords(b, authNone, 0)
+	} else {
+		body := putWords(nil, 7, 4) // stamp, machine name of 4 bytes
+		body = append(body, "host"...)
+		body = putWords(body, uid, gid, uint32(len(groups)))
+		body = putWords(body, groups...)
+		b = putWords(b, authUnix, uint32(len(body)))
+		b = append(b, body...)
+	}
+	b = putWords(b, 0, 0) // verifier
+	fh := handleOf(proto.RootFID)
+	b = putWords(b, uint32(len(fh)))
+	b = append(b, fh...)
+	return record(b)
+}
+
+// The gated tap hands on one call at a time, each after the reply to
+// the one before, with that call's credential current meanwhile; an
+// AUTH_NONE call (but a NULL ping) is answered AUTH_TOOWEAK and never
+// handed on.
+func TestTapGatesCallsAndCredentials(t *testing.T) {
+	var in []byte
+	in = append(in, unixCall(1, 1, 1000, 100, 5, 6)...)
+	in = append(in, unixCall(2, 1, ^uint32(0), 0)...) // refused
+	in = append(in, unixCall(3, 0, ^uint32(0), 0)...) // a ping: passes
+	in = append(in, unixCall(4, 1, 0, 0)...)
+	a, b := net.Pipe()
+	defer a.Close()
+	tc := newTapConn(b, func(proto.FID) error { return nil }, func(uint32, uint32, error) {})
+	tc.gateCalls(true)
+	go func() { a.Write(in) }()
+	replies := make(chan []byte, 8)
+	go func() {
+		for {
+			h := make([]byte, 4)
+			if _, err := io.ReadFull(a, h); err != nil {
+				return
+			}
+			body := make([]byte, binary.BigEndian.Uint32(h)&^lastFragment)
+			if _, err := io.ReadFull(a, body); err != nil {
+				return
+			}
+			replies <- body
+		}
+	}()
+	readCall := func() []byte {
+		t.Helper()
+		h := make([]byte, 4)
+		if _, err := io.ReadFull(tc, h); err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(h)&^lastFragment)
+		if _, err := io.ReadFull(tc, body); err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+	reply := func(xid uint32) {
+		t.Helper()
+		if _, err := tc.Write(record(putWords(nil, xid, rpcReply, msgAccepted, 0, 0, acceptSuccess, nfs3OK))); err != nil {
+			t.Fatal(err)
+		}
+		if got := binary.BigEndian.Uint32(<-replies); got != xid {
+			t.Fatalf("reply to %d came out as %d", xid, got)
+		}
+	}
+	if body := readCall(); binary.BigEndian.Uint32(body) != 1 {
+		t.Fatal("first call")
+	}
+	if c := tc.gate.current(); c.unix == nil || c.unix.Uid != 1000 || c.unix.Gid != 100 || len(c.unix.Groups) != 2 {
+		t.Fatalf("first call's credential: %+v", c.unix)
+	}
+	// Nothing more is handed on before the reply.
+	next := make(chan []byte, 1)
+	go func() { next <- readCall() }()
+	select {
+	case <-next:
+		t.Fatal("the second call came before the first was answered")
+	case <-time.After(100 * time.Millisecond):
+	}
+	reply(1)
+	denied := <-replies // the AUTH_NONE call, answered by the tap
+	if w := putWords(nil, 2, rpcReply, msgDenied, authError, authTooWeak); !bytes.Equal(denied, w) {
+		t.Fatalf("AUTH_NONE call answered %x, want %x", denied, w)
+	}
+	if body := <-next; binary.BigEndian.Uint32(body) != 3 {
+		t.Fatalf("after the refused call, call %d", binary.BigEndian.Uint32(body))
+	}
+	reply(3)
+	if body := readCall(); binary.BigEndian.Uint32(body) != 4 {
+		t.Fatal("fourth call")
+	}
+	if c := tc.gate.current(); c.unix == nil || c.unix.Uid != 0 {
+		t.Fatalf("fourth call's credential: %+v", c)
+	}
+	squashed := Squash{AnonUID: 65534, AnonGID: 65534}.cred(tc.gate.current())
+	if squashed.Uid != 65534 || squashed.Gid != 65534 {
+		t.Errorf("root squashed: %+v", squashed)
+	}
+}

@@ -88,20 +88,40 @@ type tapConn struct {
 
 	wmu sync.Mutex // Write's state; go-nfs writes from one goroutine
 	out replyState
+
+	// With calls gated (gate), go-nfs gets one call at a time (creds.go).
+	gated      bool
+	refuseNone bool
+	gate       callGate
+	rbuf       []byte // read from the client, not yet handed on
+	left       int    // bytes of the call being handed on, its mark included
+	raw        bool   // a fragmented record: go-nfs refuses those; pass all on
 }
 
 func newTapConn(c net.Conn, syncFn func(proto.FID) error, count func(uint32, uint32, error)) *tapConn {
-	return &tapConn{Conn: c, sync: syncFn, count: count, pending: map[uint32]pendingCall{}}
+	t := &tapConn{Conn: c, sync: syncFn, count: count, pending: map[uint32]pendingCall{}}
+	t.gate.cond = sync.NewCond(&t.gate.mu)
+	return t
 }
 
 // Read passes the client's bytes on and notes the WRITE and COMMIT calls
-// among them.
+// among them; with calls gated, one call at a time, each after the reply
+// to the one before.
 func (t *tapConn) Read(p []byte) (int, error) {
+	if t.gated && !t.raw {
+		return t.readGated(p)
+	}
 	n, err := t.Conn.Read(p)
 	if n > 0 {
 		t.in.feed(p[:n], t.noteCall)
 	}
 	return n, err
+}
+
+// Close ends the connection and any Read waiting for a reply.
+func (t *tapConn) Close() error {
+	t.gate.close()
+	return t.Conn.Close()
 }
 
 func (t *tapConn) noteCall(head []byte) {
@@ -255,6 +275,7 @@ func (t *tapConn) Write(p []byte) (int, error) {
 	n := len(p)
 	s := &t.out
 	var out []byte // small pieces gathered into one write
+	ended := 0     // reply records finished by this write
 	flush := func() error {
 		if len(out) == 0 {
 			return nil
@@ -288,6 +309,7 @@ func (t *tapConn) Write(p []byte) (int, error) {
 			if s.remain == 0 {
 				out = append(out, s.mark[:]...)
 				s.nmark = 0
+				ended++
 			}
 		case len(s.head) < s.want:
 			k := min(s.want-len(s.head), len(p))
@@ -306,6 +328,7 @@ func (t *tapConn) Write(p []byte) (int, error) {
 			}
 			if s.remain == 0 {
 				s.nmark = 0
+				ended++
 			}
 		default:
 			k := min(s.remain, len(p))
@@ -326,11 +349,15 @@ func (t *tapConn) Write(p []byte) (int, error) {
 			s.remain -= k
 			if s.remain == 0 {
 				s.nmark = 0
+				ended++
 			}
 		}
 	}
 	if err := flush(); err != nil {
 		return 0, err
+	}
+	for range ended {
+		t.gate.replied() // after its bytes left: the next call may come
 	}
 	return n, nil
 }

@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stripefs/stripefs/internal/nodemapsync"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -77,6 +78,9 @@ type OST struct {
 	cfg Config
 	dir string // DataDir/O
 	Srv *rpc.Server
+	// nodemaps is the OST's copy of the nodemaps: read-only groups'
+	// clients change nothing here either.
+	nodemaps *nodemapsync.Follower
 
 	fdMu  sync.Mutex
 	fds   map[proto.ObjID]*list.Element
@@ -186,6 +190,13 @@ func Open(cfg Config) (*OST, error) {
 	}
 	o.Srv = rpc.NewServer(name)
 	proto.RequireRoles(o.Srv)
+	if o.nodemaps, err = nodemapsync.New(name, filepath.Join(cfg.DataDir, "nodemaps"), o.Srv); err != nil {
+		idx.abort()
+		return nil, err
+	}
+	if o.master != nil {
+		o.nodemaps.Pull(o.master, nodemapsync.DefaultInterval)
+	}
 	o.register()
 	o.Srv.Counters = o.counters
 	ctx, cancel := context.WithCancel(context.Background())
@@ -230,6 +241,7 @@ func (o *OST) Close() error {
 	o.Srv.Close()
 	close(o.stop)
 	o.bg.Wait()
+	o.nodemaps.Stop()
 	if o.master != nil {
 		o.master.Close()
 	}
@@ -401,6 +413,9 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	if err := r.Decode(&req); err != nil {
 		return rpc.Reply{}, fmt.Errorf("ost%d: write: %v: %w", o.cfg.Index, err, syscall.EINVAL)
 	}
+	if err := o.writable(ctx, "write", req.Obj); err != nil {
+		return rpc.Reply{}, err
+	}
 	if req.Off > 1<<50 {
 		return rpc.Reply{}, o.errorf("write", req.Obj, syscall.EFBIG)
 	}
@@ -544,6 +559,9 @@ func (o *OST) read(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 }
 
 func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
+	if err := o.writable(ctx, "punch", r.Obj); err != nil {
+		return nil, err
+	}
 	if r.Size > 1<<50 {
 		return nil, o.errorf("punch", r.Obj, syscall.EFBIG)
 	}
@@ -595,7 +613,18 @@ func (o *OST) getattr(ctx context.Context, r *proto.OGetattrReq) (any, error) {
 	return &proto.OGetattrReply{Exists: true, Size: uint64(st.Size), Blocks: uint64(st.Blocks)}, nil
 }
 
+// writable refuses a change from a client of a read-only nodemap.
+func (o *OST) writable(ctx context.Context, op string, obj proto.ObjID) error {
+	if p := o.nodemaps.Policy(rpc.PeerFrom(ctx)); p.ReadOnly {
+		return fmt.Errorf("ost%d: %s %v: nodemap %s is read-only: %w", o.cfg.Index, op, obj, p.Name, syscall.EROFS)
+	}
+	return nil
+}
+
 func (o *OST) destroy(ctx context.Context, r *proto.ODestroyReq) (any, error) {
+	if err := o.writable(ctx, "destroy", r.Obj); err != nil {
+		return nil, err
+	}
 	mu := o.lock(r.Obj)
 	mu.Lock()
 	defer mu.Unlock()

@@ -8,12 +8,13 @@ import "github.com/stripefs/stripefs/rpc"
 // target registration with the MGS. A client's or an admin tool's key
 // gets EPERM.
 var ServerMethods = []uint16{MTxnApply, MTxnStatus, MTxnRedo, MTxnCancel, MTxnList, MTxnPull, MReserveFIDs,
-	MStripeFreeze, MTxnApplyBatch, MLockRevoke, MQuotaLimits, MQuotaAcquire, MOrphans, MDestroyDone, GRegister}
+	MStripeFreeze, MTxnApplyBatch, MLockRevoke, MQuotaLimits, MQuotaAcquire, MOrphans, MDestroyDone, GRegister, MNodemapPush}
 
 // AdminMethods are the management tools' (lctl set_param, fsck, scrub,
 // stats, nodemaps): an admin or server key may call them, a client's
 // gets EPERM.
-var AdminMethods = []uint16{MSetParam, MScanInodes, MScanDirents, MFsckFix, OList, OSetParam, rpc.MethodStats}
+var AdminMethods = []uint16{MSetParam, MScanInodes, MScanDirents, MFsckFix, OList, OSetParam, rpc.MethodStats,
+	MNodemapSet, MNodemapDel, MNodemapList}
 
 // RequireRoles restricts s's server and admin methods to their roles.
 func RequireRoles(s *rpc.Server) {

@@ -289,6 +289,28 @@ func (c *Client) clientHandshake(ctx context.Context, nc net.Conn, key *Key, rol
 	return s, nil
 }
 
+// DialRaw connects to addr and authenticates as role with key, and
+// returns the connection with no client on it: for tests and diagnostics
+// that write their own frames (auth flavour; other flavours' framing is
+// the Client's own).
+func DialRaw(ctx context.Context, addr string, key *Key, role Role) (net.Conn, error) {
+	nc, err := DialContext(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{Name: "raw", UUID: NewUUID(), Flavor: FlavorAuth}
+	ss, err := c.clientHandshake(ctx, nc, key, role)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	if ss.flavor != FlavorAuth && !isPipe(nc) {
+		nc.Close()
+		return nil, fmt.Errorf("rpc: %s wants flavour %s; DialRaw speaks auth only", addr, ss.flavor)
+	}
+	return ss.conn, nil
+}
+
 // serverHandshake authenticates a connection the server accepted; on
 // failure the peer has been told why (when it got that far).
 func (s *Server) serverHandshake(nc net.Conn) (*session, error) {

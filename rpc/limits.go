@@ -21,7 +21,9 @@ type Limits struct {
 	// FrameTimeout bounds a frame from its first byte to its last.
 	FrameTimeout time.Duration
 	// MaxHellosPerAddr and MaxHellos bound connections still in their
-	// handshake, from one address and in all; more are closed at once.
+	// handshake, from one address and in all. A new connection over the
+	// first closes that address's oldest handshake (a quick client gets
+	// in past slow ones); over the second it is closed at once.
 	MaxHellosPerAddr, MaxHellos int
 	// MaxConnsPerAddr bounds authenticated connections from one address.
 	MaxConnsPerAddr int
@@ -41,7 +43,7 @@ var DefaultLimits = Limits{
 // admission counts a server's connections by peer address.
 type admission struct {
 	mu      sync.Mutex
-	hellos  map[string]int
+	hellos  map[string][]net.Conn // in their handshake, oldest first
 	conns   map[string]int
 	nhellos int
 	logged  map[string]time.Time
@@ -63,29 +65,46 @@ func peerHost(c net.Conn) (string, bool) {
 	return "local", true
 }
 
-// hello admits a new connection to its handshake; false: over the limits.
-func (ad *admission) hello(host string, l *Limits) bool {
+// hello admits c, a new connection from host, to its handshake, closing
+// host's oldest handshake if host has too many; false: the server has
+// too many in all.
+func (ad *admission) hello(host string, c net.Conn, l *Limits) (ok bool, evicted bool) {
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
 	if ad.hellos == nil {
-		ad.hellos, ad.conns = map[string]int{}, map[string]int{}
+		ad.hellos, ad.conns = map[string][]net.Conn{}, map[string]int{}
 	}
-	if ad.hellos[host] >= l.MaxHellosPerAddr || ad.nhellos >= l.MaxHellos {
-		return false
+	if q := ad.hellos[host]; len(q) >= max(1, l.MaxHellosPerAddr) {
+		q[0].Close() // its handshake fails
+		ad.hellos[host] = q[1:]
+		ad.nhellos--
+		evicted = true
+	} else if ad.nhellos >= l.MaxHellos {
+		return false, false
 	}
-	ad.hellos[host]++
+	ad.hellos[host] = append(ad.hellos[host], c)
 	ad.nhellos++
-	return true
+	return true, evicted
 }
 
-// helloDone ends a handshake; ok: it succeeded, and the connection now
+// helloDone ends c's handshake; ok: it succeeded, and the connection now
 // counts as one of its address's (false: over MaxConnsPerAddr).
-func (ad *admission) helloDone(host string, ok bool, l *Limits) bool {
+func (ad *admission) helloDone(host string, c net.Conn, ok bool, l *Limits) bool {
 	ad.mu.Lock()
 	defer ad.mu.Unlock()
-	ad.nhellos--
-	if ad.hellos[host]--; ad.hellos[host] == 0 {
-		delete(ad.hellos, host)
+	if q := ad.hellos[host]; len(q) > 0 {
+		for i, x := range q {
+			if x == c {
+				q = append(q[:i], q[i+1:]...)
+				ad.nhellos--
+				break
+			}
+		}
+		if len(q) == 0 {
+			delete(ad.hellos, host)
+		} else {
+			ad.hellos[host] = q
+		}
 	}
 	if !ok || ad.conns[host] >= l.MaxConnsPerAddr {
 		return false

@@ -275,13 +275,19 @@ func (s *Server) serveConn(c net.Conn) {
 		}()
 	}
 	host, counted := peerHost(c)
-	if counted && !s.adm.hello(host, &s.Limits) {
-		s.adm.refused(s.Name, host, "refusing connections from "+host+": too many in their handshake")
-		return
+	if counted {
+		ok, evicted := s.adm.hello(host, c, &s.Limits)
+		if !ok {
+			s.adm.refused(s.Name, host, "refusing connections: too many in their handshake")
+			return
+		}
+		if evicted {
+			s.adm.refused(s.Name, host, "closing the oldest of too many handshakes from "+host)
+		}
 	}
 	ss, err := s.serverHandshake(c)
 	if counted {
-		if !s.adm.helloDone(host, err == nil, &s.Limits) && err == nil {
+		if !s.adm.helloDone(host, c, err == nil, &s.Limits) && err == nil {
 			s.adm.refused(s.Name, host, "refusing connections from "+host+": too many from that address")
 			return
 		}

@@ -69,7 +69,11 @@ func (kf *keyFlags) resolve(cmd *cobra.Command, args []string) error {
 		path, why = os.Getenv("STRIPEFS_KEY"), "$STRIPEFS_KEY"
 	}
 	if path == "" {
-		path, why = mountKeyFile(args), "the mount's key"
+		mounts := args
+		if f := cmd.Flags().Lookup("mount"); f != nil && f.Value.String() != "" {
+			mounts = append([]string{f.Value.String()}, args...)
+		}
+		path, why = mountKeyFile(mounts), "the mount's key"
 	}
 	if path == "" {
 		path, why = defaultKeyFile(cmd), ""

@@ -54,7 +54,7 @@ func main() {
 		setstripeCmd(), getstripeCmd(), statsCmd(),
 		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(), rebuildCmd(), scrubCmd(),
 		nfsCmd(), nfsexportCmd(),
-		setquotaCmd(), quotaCmd(), projectCmd(), dfCmd())
+		setquotaCmd(), quotaCmd(), projectCmd(), dfCmd(), nodemapCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintf(os.Stderr, "stripefs: %v\n", err)
 		os.Exit(1)

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +25,8 @@ type nfsFlags struct {
 	readOnly  bool
 	openFiles int
 	idle      time.Duration
+	squash    nfsexport.Squash
+	anon      string
 }
 
 func (nf *nfsFlags) add(f *pflag.FlagSet, prefix string) {
@@ -30,6 +34,9 @@ func (nf *nfsFlags) add(f *pflag.FlagSet, prefix string) {
 	f.BoolVar(&nf.readOnly, prefix+"ro", false, "refuse every change")
 	f.IntVar(&nf.openFiles, prefix+"open-files", 64, "files kept open between NFS calls (their write-back caches)")
 	f.DurationVar(&nf.idle, prefix+"idle-close", time.Second, "how long an unused file stays open; closing it shows its size to other clients")
+	f.BoolVar(&nf.squash.NoRootSquash, prefix+"no-root-squash", false, "run root's calls as root (exports(5) no_root_squash); by default root is the anonymous user")
+	f.BoolVar(&nf.squash.AllSquash, prefix+"all-squash", false, "run every call as the anonymous user (exports(5) all_squash); also lets AUTH_NONE clients in")
+	f.StringVar(&nf.anon, prefix+"anon", "65534:65534", "UID:GID of the anonymous user (exports(5) anonuid, anongid)")
 }
 
 func (nf *nfsFlags) options() (nfsexport.Options, error) {
@@ -37,7 +44,15 @@ func (nf *nfsFlags) options() (nfsexport.Options, error) {
 	if err != nil {
 		return nfsexport.Options{}, err
 	}
-	return nfsexport.Options{Allow: allow, ReadOnly: nf.readOnly, MaxOpenFiles: nf.openFiles, IdleClose: nf.idle}, nil
+	uid, gid, ok := strings.Cut(nf.anon, ":")
+	u, err1 := strconv.ParseUint(uid, 10, 32)
+	g, err2 := strconv.ParseUint(gid, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return nfsexport.Options{}, fmt.Errorf("--anon %q: want UID:GID", nf.anon)
+	}
+	sq := nf.squash
+	sq.AnonUID, sq.AnonGID = uint32(u), uint32(g)
+	return nfsexport.Options{Allow: allow, ReadOnly: nf.readOnly, MaxOpenFiles: nf.openFiles, IdleClose: nf.idle, Squash: sq}, nil
 }
 
 // startGateway connects a client of its own to mgs and serves it over NFS
@@ -98,8 +113,10 @@ from user space, through the client library rather than a FUSE mount. The
 export is "/" (a longer path mounts that directory). File handles are FIDs:
 they survive gateway and server restarts.
 Writes go through the client's write-back cache; COMMIT and stable writes are
-synced before they are answered. Every call runs as root: --allow decides who
-may connect (default: this host only).
+synced before they are answered. Each call runs as the user its AUTH_UNIX
+credential names, root squashed to the anonymous user unless --no-root-squash
+(--all-squash: everyone); AUTH_NONE calls are refused unless --all-squash.
+--allow decides who may connect at all (default: this host only).
 
 Clients without portmapper use the port for both protocols, e.g. with
 libnfs-utils: nfs-ls 'nfs://HOST//dir?nfsport=PORT&mountport=PORT&version=3&auto-traverse-mounts=0'

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/mds/lockd"
@@ -102,7 +103,19 @@ func mdsCmd() *cobra.Command {
 	f.BoolVar(&cfg.RemoteSync, "remote-sync", false, "commit cross-MDT operations synchronously (the old osd_sync behaviour; atomicity does not need it)")
 	f.DurationVar(&cfg.LockTimeout, "lock-timeout", lockd.DefaultTimeout,
 		"how long a client may take to answer a lock callback (flush and give the lock up) before it is evicted")
+	addLimitFlags(f)
 	return cmd
+}
+
+// addLimitFlags are a server's bounds on each peer (rpc.Limits): they
+// change rpc.DefaultLimits, which the servers of the process start with.
+func addLimitFlags(f *pflag.FlagSet) {
+	l := &rpc.DefaultLimits
+	f.DurationVar(&l.FrameTimeout, "frame-timeout", l.FrameTimeout, "a peer that starts a frame must send all of it within this, or is disconnected")
+	f.DurationVar(&l.HelloTimeout, "hello-timeout", l.HelloTimeout, "a connection must finish its authentication within this")
+	f.IntVar(&l.MaxHellosPerAddr, "max-hellos-per-addr", l.MaxHellosPerAddr, "connections from one address that may be in their handshake at once; more are closed")
+	f.IntVar(&l.MaxConnsPerAddr, "max-conns-per-addr", l.MaxConnsPerAddr, "authenticated connections one address may hold")
+	f.Int64Var(&l.MaxInFlightBytes, "max-inflight-bytes", l.MaxInFlightBytes, "request bytes of one connection held at once; its reads wait beyond")
 }
 
 func ostCmd() *cobra.Command {
@@ -163,6 +176,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 	f.Var(&capacity, "capacity", "cap on the bytes this OST allocates and grants (64MiB, 1GiB…; default: the disk's free space), to run it full without filling a disk")
 	f.DurationVar(&cfg.GrantGrace, "grant-grace", 30*time.Second, "how long a disconnected client keeps its space grant")
 	f.BoolVar(&cfg.NoEarlyWriteback, "no-early-writeback", false, "do not start the disk write of large writes at once (leave it to the kernel's flusher and fsync)")
+	addLimitFlags(f)
 	return cmd
 }
 

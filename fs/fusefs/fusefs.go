@@ -32,8 +32,9 @@ type Options struct {
 // FS is a fuse.RawFileSystem over an fs.Client.
 type FS struct {
 	fuse.RawFileSystem // ENOSYS for what is not implemented here
-	c                  *fs.Client
-	opts               Options
+	nodes
+	c    *fs.Client
+	opts Options
 
 	mu      sync.Mutex
 	handles map[uint64]any // *fs.File or *dirHandle
@@ -52,7 +53,7 @@ type FS struct {
 // for as long as the kernel would have kept them (fs.Client.KeepDirAttrs).
 func New(c *fs.Client, opts Options) *FS {
 	c.KeepDirAttrs(opts.AttrTimeout)
-	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), c: c, opts: opts, handles: map[uint64]any{}, notify: newNotifier(opts.EntryTimeout),
+	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), nodes: nodes{c.Root()}, c: c, opts: opts, handles: map[uint64]any{}, notify: newNotifier(nodes{c.Root()}, opts.EntryTimeout),
 		flockMode: opts.Flock, lockOwners: map[uint64]map[uint64]bool{}}
 	c.SetInvalidator(f.notify, max(opts.EntryTimeout, opts.AttrTimeout))
 	return f
@@ -79,17 +80,20 @@ func (f *FS) attrTimeoutWith(a *proto.Attr, held uint8) time.Duration {
 
 func (f *FS) String() string { return "stripefs" }
 
-// nodeFID and nodeID convert between FUSE node ids and FIDs; the root is
-// node 1 by FUSE's rule, every other node its inode number.
-func nodeFID(node uint64) proto.FID {
+// nodes converts between FUSE node ids and FIDs: the root (the
+// filesystem's, or a fileset's that a nodemap gives the client) is node 1
+// by FUSE's rule, every other node its inode number.
+type nodes struct{ root proto.FID }
+
+func (n nodes) nodeFID(node uint64) proto.FID {
 	if node == fuse.FUSE_ROOT_ID {
-		return proto.RootFID
+		return n.root
 	}
 	return proto.FIDFromIno(node)
 }
 
-func nodeID(fid proto.FID) uint64 {
-	if fid == proto.RootFID {
+func (n nodes) nodeID(fid proto.FID) uint64 {
+	if fid == n.root {
 		return fuse.FUSE_ROOT_ID
 	}
 	return fid.Ino()
@@ -138,8 +142,8 @@ func (l *rateLog) print(err error) {
 // would be worse than finishing it. A server that stays away is bounded by
 // the client's retry limit instead.
 
-func fillAttr(a *proto.Attr, out *fuse.Attr) {
-	out.Ino = nodeID(a.FID)
+func (n nodes) fillAttr(a *proto.Attr, out *fuse.Attr) {
+	out.Ino = n.nodeID(a.FID)
 	out.Size = a.Size
 	out.Blocks = (a.Size + 511) / 512
 	out.Mode = a.Mode
@@ -158,13 +162,13 @@ func fillAttr(a *proto.Attr, out *fuse.Attr) {
 // fillEntry answers a lookup of name in parent: the kernel may keep the
 // name only while the client holds the inode's Lookup lock.
 func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.EntryOut) {
-	out.NodeId = nodeID(a.FID)
+	out.NodeId = f.nodeID(a.FID)
 	// The kernel puts (node id, generation) into the file handles it gives
 	// nfsd and name_to_handle_at, and refuses a handle whose generation
 	// differs from the inode's. Both halves come from the FID, so a handle
 	// outlives remounts and server restarts.
 	out.Generation = uint64(a.FID.Ver)
-	fillAttr(a, &out.Attr)
+	f.fillAttr(a, &out.Attr)
 	held := f.c.Caches(a.FID)
 	var et time.Duration
 	if name != "." && name != ".." && held&proto.LockLookup != 0 {
@@ -220,7 +224,7 @@ func (f *FS) Lookup(cancel <-chan struct{}, h *fuse.InHeader, name string, out *
 	defer stop()
 	var a *proto.Attr
 	var err error
-	switch fid := nodeFID(h.NodeId); name {
+	switch fid := f.nodeFID(h.NodeId); name {
 	case ".":
 		a, err = f.c.Getattr(c, fid)
 	case "..":
@@ -241,11 +245,11 @@ func (f *FS) Forget(nodeid, nlookup uint64) {}
 func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, err := f.c.Getattr(c, nodeFID(in.NodeId))
+	a, err := f.c.Getattr(c, f.nodeFID(in.NodeId))
 	if err != nil {
 		return status(err)
 	}
-	fillAttr(a, &out.Attr)
+	f.fillAttr(a, &out.Attr)
 	out.SetTimeout(f.attrTimeout(a))
 	return fuse.OK
 }
@@ -253,7 +257,7 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	req := &fs.SetAttr{FID: nodeFID(in.NodeId)}
+	req := &fs.SetAttr{FID: f.nodeFID(in.NodeId)}
 	if m, ok := in.GetMode(); ok {
 		req.Valid |= proto.SetMode
 		req.Mode = m
@@ -290,7 +294,7 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 	if err != nil {
 		return status(err)
 	}
-	fillAttr(a, &out.Attr)
+	f.fillAttr(a, &out.Attr)
 	out.SetTimeout(f.attrTimeout(a))
 	return fuse.OK
 }
@@ -298,7 +302,7 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, _, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, in.Rdev, true, false, 0)
+	a, _, err := f.c.Create(c, f.nodeFID(in.NodeId), name, in.Mode, in.Rdev, true, false, 0)
 	if err != nil {
 		return status(err)
 	}
@@ -309,7 +313,7 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, err := f.c.Mkdir(c, nodeFID(in.NodeId), name, in.Mode)
+	a, err := f.c.Mkdir(c, f.nodeFID(in.NodeId), name, in.Mode)
 	if err != nil {
 		return status(err)
 	}
@@ -320,7 +324,7 @@ func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *f
 func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
-	err := f.c.Unlink(c, nodeFID(h.NodeId), name)
+	err := f.c.Unlink(c, f.nodeFID(h.NodeId), name)
 	if err == nil {
 		f.notify.removed(h.NodeId, name)
 	}
@@ -334,7 +338,7 @@ func (f *FS) SetServer(srv *fuse.Server) { f.notify.srv.Store(srv) }
 func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
-	err := f.c.Rmdir(c, nodeFID(h.NodeId), name)
+	err := f.c.Rmdir(c, f.nodeFID(h.NodeId), name)
 	if err == nil {
 		f.notify.removed(h.NodeId, name)
 	}
@@ -344,7 +348,7 @@ func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.S
 func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	err := f.c.Rename(c, nodeFID(in.NodeId), oldName, nodeFID(in.Newdir), newName, in.Flags)
+	err := f.c.Rename(c, f.nodeFID(in.NodeId), oldName, f.nodeFID(in.Newdir), newName, in.Flags)
 	if err == nil {
 		f.notify.renamed(in.NodeId, oldName, in.Newdir, newName, in.Flags&proto.RenameExchange != 0)
 	}
@@ -354,7 +358,7 @@ func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName 
 func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, err := f.c.Link(c, nodeFID(in.Oldnodeid), nodeFID(in.NodeId), name)
+	a, err := f.c.Link(c, f.nodeFID(in.Oldnodeid), f.nodeFID(in.NodeId), name)
 	if err != nil {
 		return status(err)
 	}
@@ -365,7 +369,7 @@ func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fus
 func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
-	a, err := f.c.Symlink(c, nodeFID(h.NodeId), name, target)
+	a, err := f.c.Symlink(c, f.nodeFID(h.NodeId), name, target)
 	if err != nil {
 		return status(err)
 	}
@@ -376,7 +380,7 @@ func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name stri
 func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.Status) {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
-	t, err := f.c.Readlink(c, nodeFID(h.NodeId))
+	t, err := f.c.Readlink(c, f.nodeFID(h.NodeId))
 	if err != nil {
 		return nil, status(err)
 	}
@@ -398,7 +402,7 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 	case stats.KeyFileXattr:
 		v = []byte(f.c.KeyFile())
 	default:
-		v, err = f.c.Getxattr(c, nodeFID(h.NodeId), attr)
+		v, err = f.c.Getxattr(c, f.nodeFID(h.NodeId), attr)
 	}
 	if err != nil {
 		return 0, status(err)
@@ -420,7 +424,7 @@ func counterMap(cs []fs.Counter) map[string]int64 {
 func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
-	names, err := f.c.Listxattr(c, nodeFID(h.NodeId))
+	names, err := f.c.Listxattr(c, f.nodeFID(h.NodeId))
 	if err != nil {
 		return 0, status(err)
 	}
@@ -437,20 +441,20 @@ func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (u
 func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	return status(f.c.Setxattr(c, nodeFID(in.NodeId), attr, data, in.Flags))
+	return status(f.c.Setxattr(c, f.nodeFID(in.NodeId), attr, data, in.Flags))
 }
 
 func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) fuse.Status {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
-	return status(f.c.Removexattr(c, nodeFID(h.NodeId), attr))
+	return status(f.c.Removexattr(c, f.nodeFID(h.NodeId), attr))
 }
 
 func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	excl := in.Flags&syscall.O_EXCL != 0
-	a, file, err := f.c.Create(c, nodeFID(in.NodeId), name, in.Mode, 0, excl, true, int(in.Flags))
+	a, file, err := f.c.Create(c, f.nodeFID(in.NodeId), name, in.Mode, 0, excl, true, int(in.Flags))
 	if err != nil {
 		return status(err)
 	}
@@ -477,7 +481,7 @@ func (f *FS) openFlags(flags uint32) uint32 {
 func (f *FS) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	file, err := f.c.Open(c, nodeFID(in.NodeId), int(in.Flags))
+	file, err := f.c.Open(c, f.nodeFID(in.NodeId), int(in.Flags))
 	if err != nil {
 		return status(err)
 	}
@@ -650,7 +654,7 @@ type dirHandle struct{ fid proto.FID }
 func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, err := f.c.Getattr(c, nodeFID(in.NodeId))
+	a, err := f.c.Getattr(c, f.nodeFID(in.NodeId))
 	if err != nil {
 		return status(err)
 	}
@@ -686,7 +690,7 @@ func (f *FS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntry
 		return status(err)
 	}
 	for _, e := range ents {
-		de := fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: nodeID(e.FID), Off: e.Cookie}
+		de := fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: f.nodeID(e.FID), Off: e.Cookie}
 		if !plus {
 			if !out.AddDirEntry(de) {
 				break
@@ -717,7 +721,7 @@ func (f *FS) FsyncDir(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 func (f *FS) Access(cancel <-chan struct{}, in *fuse.AccessIn) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	return status(f.c.Access(c, nodeFID(in.NodeId), in.Mask))
+	return status(f.c.Access(c, f.nodeFID(in.NodeId), in.Mask))
 }
 
 func (f *FS) StatFs(cancel <-chan struct{}, h *fuse.InHeader, out *fuse.StatfsOut) fuse.Status {

@@ -29,6 +29,7 @@ type entry struct {
 // it let the kernel cache for each inode, and when, to drop them by name
 // (those given longer ago than the entry timeout are gone by themselves).
 type notifier struct {
+	nodes
 	srv atomic.Pointer[fuse.Server] // set once mounted
 	ttl time.Duration               // the kernel's entry timeout
 
@@ -43,8 +44,8 @@ type given struct {
 	t time.Time
 }
 
-func newNotifier(ttl time.Duration) *notifier {
-	return &notifier{ttl: ttl, entries: map[proto.FID][]given{}, byEntry: map[entry]proto.FID{}}
+func newNotifier(ns nodes, ttl time.Duration) *notifier {
+	return &notifier{nodes: ns, ttl: ttl, entries: map[proto.FID][]given{}, byEntry: map[entry]proto.FID{}}
 }
 
 // cached records that the kernel may cache name in parent for fid.
@@ -127,13 +128,13 @@ func (n *notifier) renamed(oldParent uint64, oldName string, newParent uint64, n
 
 func (n *notifier) InvalidateAttr(fid proto.FID) {
 	if srv := n.srv.Load(); srv != nil {
-		srv.InodeNotify(nodeID(fid), -1, 0)
+		srv.InodeNotify(n.nodeID(fid), -1, 0)
 	}
 }
 
 func (n *notifier) InvalidateData(fid proto.FID, off, length int64) {
 	if srv := n.srv.Load(); srv != nil {
-		srv.InodeNotify(nodeID(fid), off, max(length, 0))
+		srv.InodeNotify(n.nodeID(fid), off, max(length, 0))
 	}
 }
 

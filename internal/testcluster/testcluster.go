@@ -178,13 +178,20 @@ func (c *Cluster) MountWith(flags []string, opts ...string) string {
 // of its own (a second node's mount), and returns its process and path.
 func (c *Cluster) MountAt(name string, opts ...string) (*Proc, string) {
 	c.t.Helper()
+	return c.MountAtArgs(name, nil, opts...)
+}
+
+// MountAtArgs is MountAt with extra command-line flags (--key…).
+func (c *Cluster) MountAtArgs(name string, flags []string, opts ...string) (*Proc, string) {
+	c.t.Helper()
 	dir := filepath.Join(c.Dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
 	_ = os.Chmod(c.Dir, 0o755)
 	o := strings.Join(append([]string{"allow_other"}, opts...), ",")
-	p := c.start(name, []string{"mount", "--mgs", c.MGS, "-o", o, dir}, mountedRE)
+	args := append(append([]string{"mount", "--mgs", c.MGS, "-o", o}, flags...), dir)
+	p := c.start(name, args, mountedRE)
 	c.Mounts = append(c.Mounts, p)
 	c.mnts = append(c.mnts, dir)
 	return p, dir
@@ -292,6 +299,9 @@ func (c *Cluster) Restart(p *Proc) {
 	}
 	c.run(p, re)
 }
+
+// Pid is p's process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Running reports whether p has not exited.
 func (p *Proc) Running() bool {
