@@ -421,10 +421,11 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 // fails its call with EIO and leaves the server running.
 func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno uint64, err error) {
 	var h Handler
+	var need Role
 	if int(req.Method) < len(s.handlers) {
-		h = s.handlers[req.Method]
+		h, need = s.handlers[req.Method], s.need[req.Method]
 	}
-	if need := s.need[req.Method]; req.Role < need {
+	if req.Role < need {
 		log.Printf("%s: refused method %d to %s (%s): it needs the %s role, the peer proved the %s role", s.Name, req.Method, req.Name, req.Peer, need, req.Role)
 		return Reply{}, 0, fmt.Errorf("%s: method %d needs the %s role: %w", s.Name, req.Method, need, syscall.EPERM)
 	}
