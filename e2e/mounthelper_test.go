@@ -57,7 +57,38 @@ func TestMountHelper(t *testing.T) {
 	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v %s", err, out)
 	}
-	for _, opt := range []string{"no_such_option", "read_ahead_kb=-1", "read_ahead_kb=lots"} {
+	// An fstab line names its key as an option: the helper passes it on,
+	// and without it (nor $STRIPEFS_KEY) the mount has none to prove.
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "STRIPEFS_KEY=") {
+			env = append(env, e)
+		}
+	}
+	withKey := exec.Command(helper, c.MGS, mnt, "-o", "allow_other,key="+testcluster.Key(t))
+	withKey.Env = env
+	if out, err := withKey.CombinedOutput(); err != nil {
+		t.Fatalf("mount helper with -o key=: %v\n%s", err, out)
+	}
+	if got := readFile(t, filepath.Join(mnt, "f")); string(got) != "via helper" {
+		t.Fatalf("mount with -o key= reads %q", got)
+	}
+	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	wrongKey := filepath.Join(c.Dir, "other.key")
+	if out, err := exec.Command(c.Bin, "keygen", wrongKey).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v %s", err, out)
+	}
+	bad := exec.Command(helper, c.MGS, mnt, "-o", "key="+wrongKey)
+	bad.Env = env
+	if out, err := bad.CombinedOutput(); err == nil {
+		exec.Command("fusermount3", "-u", "-z", mnt).Run()
+		t.Fatalf("mount helper with another filesystem's key mounted: %s", out)
+	} else if !strings.Contains(string(out), "authentication failed") {
+		t.Errorf("mount with another filesystem's key failed without naming authentication: %s", out)
+	}
+	for _, opt := range []string{"no_such_option", "read_ahead_kb=-1", "read_ahead_kb=lots", "key="} {
 		bad, err := exec.Command(helper, c.MGS, mnt, "-o", opt).CombinedOutput()
 		if err == nil {
 			t.Fatalf("-o %s was accepted: %s", opt, bad)

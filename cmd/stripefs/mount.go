@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/fs/fusefs"
@@ -117,6 +119,9 @@ func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(
 	}
 	sig := stopSignals()
 	fmt.Printf("%s%s (mgs %s)\n", readyPrefix, dir, mgs)
+	if os.Getenv(detachEnv) == "1" {
+		detachStdio()
+	}
 	if onReady != nil {
 		onReady()
 	}
@@ -177,6 +182,10 @@ func startBackground(args []string, logFile string) error {
 	}
 	cmd := exec.Command(exe, childArgs...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// Without --log the daemon's stderr is a pipe to us until it is
+	// mounted, so that a failure says why; then it lets go of its stdio.
+	var errPipe, errW *os.File
+	cmd.Env = append(os.Environ(), detachEnv+"=1")
 	if logFile != "" {
 		lf, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -184,22 +193,71 @@ func startBackground(args []string, logFile string) error {
 		}
 		defer lf.Close()
 		cmd.Stderr = lf
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		cmd.Stderr, errPipe, errW = w, r, w
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if errW != nil {
+		errW.Close() // the child's copy is the pipe's only writer now
+	}
+	if err != nil {
 		return err
 	}
+	var errText strings.Builder
+	errDone := make(chan struct{})
+	go func() {
+		defer close(errDone)
+		if errPipe != nil {
+			// Bounded: a failing daemon says why in a few lines.
+			_, _ = io.Copy(&errText, io.LimitReader(errPipe, 64<<10))
+			_, _ = io.Copy(io.Discard, errPipe)
+		}
+	}()
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, readyPrefix) {
-		_ = cmd.Process.Kill()
+		if err == nil { // it said something else and may still be running
+			_ = cmd.Process.Kill()
+		}
 		_ = cmd.Wait()
-		return fmt.Errorf("mount daemon failed to start (see --log): %q", strings.TrimSpace(line))
+		<-errDone
+		why := strings.TrimSpace(errText.String())
+		if why == "" {
+			why = strings.TrimSpace(line)
+		}
+		if why == "" {
+			why = "no message (see --log)"
+		}
+		return fmt.Errorf("mount daemon failed to start: %s", why)
 	}
 	fmt.Print(line)
 	return nil
+}
+
+// detachEnv tells a daemon started by startBackground to let go of its
+// stdio once it is mounted: its parent exits then, and a write to its
+// closed pipe would end the daemon with SIGPIPE.
+const detachEnv = "STRIPEFS_DETACH_STDIO"
+
+// detachStdio points stdin, stdout and stderr at /dev/null, as daemon(3)
+// does.
+func detachStdio() {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer null.Close()
+	for _, fd := range []int{0, 1, 2} {
+		_ = unix.Dup2(int(null.Fd()), fd)
+	}
 }
 
 // runMountHelper serves mount(8): SOURCE DIR [-o OPTIONS] [-n] [-s] [-f] [-v].
@@ -226,11 +284,30 @@ func runMountHelper(args []string) error {
 	if len(pos) != 2 {
 		return fmt.Errorf("usage: mount.fuse.stripefs MGSADDR MOUNTPOINT [-o OPTIONS]")
 	}
+	// key= and flavor= are the helper's, so that an fstab line can name
+	// them; the mount itself takes them as flags.
+	var flags []string
+	var rest []string
+	for _, o := range strings.Split(opts, ",") {
+		switch k, v, _ := strings.Cut(o, "="); k {
+		case "key", "flavor":
+			if v == "" {
+				return fmt.Errorf("mount option %q needs a value", o)
+			}
+			flags = append(flags, "--"+k, v)
+		default:
+			if o != "" {
+				rest = append(rest, o)
+			}
+		}
+	}
+	opts = strings.Join(rest, ",")
 	mo := fusefs.DefaultMountOptions()
 	if err := mo.ParseOptions(opts); err != nil {
 		return err
 	}
-	return startBackground([]string{"mount", "--mgs", pos[0], "-o", opts, pos[1]}, "")
+	args = append([]string{"mount", "--mgs", pos[0]}, flags...)
+	return startBackground(append(args, "-o", opts, pos[1]), "")
 }
 
 func joinOpts(a, b string) string {
