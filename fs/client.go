@@ -190,6 +190,9 @@ func (c *Client) newRPC(addr string) *rpc.Client {
 	r.ShareIdentity(c.identity) // one caller to the servers, whatever the connection
 	r.Key, r.Role, r.Flavor = c.opts.Key, rpc.RoleClient, c.opts.Flavor
 	r.RetryFor = c.opts.RetryFor
+	// A server that stops answering (stopped, hung, cut off) must end in
+	// EIO within about RetryFor as one that refuses connections does.
+	r.DeadAfter = min(max(c.opts.RetryFor/2, time.Second), 20*time.Second)
 	r.Stats = c.Stats
 	// A server in this process (stripefs up) runs our calls in our
 	// goroutine: an OST writes straight from the chunk buffers, and a

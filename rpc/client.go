@@ -78,6 +78,13 @@ type Client struct {
 	// RetryFor is how long a call keeps redialing a server that refuses
 	// connections (e.g. while it restarts) before giving up.
 	RetryFor time.Duration
+	// DeadAfter is how long a connection with calls in flight may go
+	// without a byte from the server before it is taken for dead and its
+	// calls fail with ErrDisconnected (0: never). The server is pinged
+	// once a quarter of it has passed in silence, and answers pings
+	// however busy its handlers are: a server that is merely slow stays
+	// alive, one stopped, hung or cut off by the network does not.
+	DeadAfter time.Duration
 	// Key is what the client proves itself with (nil: the process's key,
 	// ProcessKey), as Role: 0 means the highest the key allows, up to
 	// admin (a server's own calls to its peers ask for RoleServer).
@@ -158,7 +165,8 @@ type keptCall struct {
 
 // NewClient returns a client for addr; it connects on first use.
 func NewClient(addr, name string) *Client {
-	return &Client{Addr: addr, Name: name, UUID: NewUUID(), xids: new(atomic.Uint64), Stats: NewStats(), DialTimeout: 5 * time.Second, RetryFor: 60 * time.Second}
+	return &Client{Addr: addr, Name: name, UUID: NewUUID(), xids: new(atomic.Uint64), Stats: NewStats(), DialTimeout: 5 * time.Second, RetryFor: 60 * time.Second,
+		DeadAfter: 30 * time.Second}
 }
 
 type clientConn struct {
@@ -176,6 +184,9 @@ type clientConn struct {
 
 	callbacks *[256]Handler // the Client's, for the server's callbacks
 	name      string
+
+	lastRecv atomic.Int64 // unix ns of the last header from the server
+	pinging  atomic.Bool  // a ping is being written
 }
 
 // Close closes the connection; calls in flight fail.
@@ -318,7 +329,11 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if c.Replay {
 		cc.lost = func() { c.redialSoon(cc) }
 	}
+	cc.lastRecv.Store(time.Now().UnixNano())
 	go cc.readLoop(ss.r)
+	if c.DeadAfter > 0 {
+		go cc.watch(c.DeadAfter)
+	}
 	if c.Replay {
 		c.mu.Lock()
 		c.dialing = cc
@@ -619,6 +634,7 @@ func (cc *clientConn) readLoop(fr *frameReader) {
 	}
 	for {
 		h, err := fr.header()
+		cc.lastRecv.Store(time.Now().UnixNano())
 		if err == nil && h.Kind == KindRequest {
 			// The server calling us back (callback.go).
 			if err := cc.serveCallback(fr, h, cc.callbacks, cc.name); err != nil {
@@ -641,6 +657,38 @@ func (cc *clientConn) readLoop(fr *frameReader) {
 		if err := cc.readReply(fr, h, call); err != nil {
 			cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
 			return
+		}
+	}
+}
+
+// watch fails the connection when the server has been silent for
+// deadAfter while calls wait on it, pinging it before that. An idle
+// connection is left alone: nothing waits on it, and its next call
+// starts the watch again.
+func (cc *clientConn) watch(deadAfter time.Duration) {
+	tick := time.NewTicker(deadAfter / 4)
+	defer tick.Stop()
+	for range tick.C {
+		cc.mu.Lock()
+		dead, waiting := cc.err != nil, len(cc.pending) > 0
+		cc.mu.Unlock()
+		if dead {
+			return
+		}
+		silent := time.Since(time.Unix(0, cc.lastRecv.Load()))
+		switch {
+		case !waiting:
+			cc.lastRecv.Store(time.Now().UnixNano()) // silence is only counted while calls wait
+		case silent >= deadAfter:
+			cc.fail(fmt.Errorf("%w: no word from the server for %s with calls in flight", ErrDisconnected, silent.Round(time.Millisecond)))
+			return
+		case silent >= deadAfter/4 && cc.pinging.CompareAndSwap(false, true):
+			// A write that blocks (the server stopped reading) must not
+			// stop the watch: failing the connection ends it.
+			go func() {
+				defer cc.pinging.Store(false)
+				_ = cc.w.write(Header{Kind: KindRequest, Method: MethodPing}, nil, nil)
+			}()
 		}
 	}
 }

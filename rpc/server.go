@@ -345,6 +345,17 @@ func (s *Server) serveConn(c net.Conn) {
 			sc.readFailed(err)
 			return
 		}
+		if h.Method == MethodPing && h.MsgLen == 0 && h.BulkLen == 0 {
+			// Answered here, ahead of every handler: a ping asks only
+			// whether this connection is still read (Client.DeadAfter).
+			if err := fr.end(); err != nil {
+				sc.readFailed(err)
+				return
+			}
+			s.Stats.request(MethodPing, 0)
+			_ = sc.write(Header{Kind: KindReply, Method: MethodPing, ReqID: h.ReqID}, nil, nil)
+			continue
+		}
 		n := int64(h.MsgLen) + int64(h.BulkLen)
 		cost := min(n, max(1, s.Limits.MaxInFlightBytes))
 		sem <- struct{}{}

@@ -20,6 +20,11 @@ const (
 	// MethodDisconnect is a clean goodbye (unmount): the server forgets
 	// the client, and will not wait for it after its next restart.
 	MethodDisconnect uint16 = 253
+	// MethodPing asks whether the server still reads its connection: the
+	// server answers it from its read loop, before any handler runs, so
+	// a busy server answers and only a dead, stopped or cut-off one does
+	// not (Client.DeadAfter).
+	MethodPing uint16 = 252
 )
 
 // Counter is one named server counter.
