@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,7 +28,8 @@ import (
 // The helper op of this file runs in a copy of the test binary as another
 // user (init runs before TestMain): STRIPEFS_OST_OP="writefile PATH BYTES"
 // writes BYTES to a new file, fsyncs and closes it, and prints the errno
-// of the first step that failed (0 if none).
+// of the first step that failed (0 if none), that step, and the bytes
+// write() took.
 func init() {
 	op := os.Getenv("STRIPEFS_OST_OP")
 	if op == "" {
@@ -39,35 +41,63 @@ func init() {
 		os.Exit(2)
 	}
 	n, _ := strconv.Atoi(f[2])
-	fmt.Println(int(errnoOf(writeSyncClose(f[1], n))))
+	took, step, err := writeSteps(f[1], n)
+	fmt.Println(int(errnoOf(err)), cmp.Or(step, "-"), took)
 	os.Exit(0)
 }
 
 // writeSyncClose writes n bytes of a pattern to a new file path, fsyncs
 // and closes it; it returns the first error.
 func writeSyncClose(path string, n int) error {
+	_, _, err := writeSteps(path, n)
+	return err
+}
+
+// patterned is n bytes of pattern from offset 0.
+func patterned(n int, seed byte) []byte {
+	b := make([]byte, n)
+	pattern(b, 0, seed)
+	return b
+}
+
+// writeSteps is writeSyncClose that also says which step failed first
+// (open, write, fsync, close; "" if none) and how many bytes write() took.
+func writeSteps(path string, n int) (took int, step string, err error) {
 	fd, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
-		return err
+		return 0, "open", err
 	}
 	buf := make([]byte, 1<<20)
-	var werr error
-	for off := 0; off < n && werr == nil; off += len(buf) {
-		b := buf[:min(len(buf), n-off)]
-		pattern(b, int64(off), 3)
-		_, werr = fd.WriteAt(b, int64(off))
+	for took < n {
+		b := buf[:min(len(buf), n-took)]
+		pattern(b, int64(took), 3)
+		k, werr := fd.WriteAt(b, int64(took))
+		took += k
+		if werr != nil {
+			err, step = werr, "write"
+			break
+		}
 	}
-	if werr == nil {
-		werr = fd.Sync()
+	if err == nil {
+		if err = fd.Sync(); err != nil {
+			step = "fsync"
+		}
 	}
-	if cerr := fd.Close(); werr == nil {
-		werr = cerr
+	if cerr := fd.Close(); err == nil && cerr != nil {
+		err, step = cerr, "close"
 	}
-	return werr
+	return took, step, err
 }
 
 // asUserWrite runs writeSyncClose as uid:gid and returns its errno.
 func asUserWrite(t *testing.T, uid, gid uint32, path string, n int) syscall.Errno {
+	t.Helper()
+	e, _, _ := asUserWriteSteps(t, uid, gid, path, n)
+	return e
+}
+
+// asUserWriteSteps runs writeSteps as uid:gid.
+func asUserWriteSteps(t *testing.T, uid, gid uint32, path string, n int) (syscall.Errno, string, int) {
 	t.Helper()
 	cmd := exec.Command(helperBinary(t), "-test.run=^$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("STRIPEFS_OST_OP=writefile %s %d", path, n))
@@ -76,11 +106,12 @@ func asUserWrite(t *testing.T, uid, gid uint32, path string, n int) syscall.Errn
 	if err != nil {
 		t.Fatalf("helper write as %d: %v %s", uid, err, out)
 	}
-	v, err := strconv.Atoi(string(bytes.TrimSpace(out)))
-	if err != nil {
-		t.Fatalf("helper write: output %q", out)
+	var errno, took int
+	var step string
+	if _, err := fmt.Sscanf(string(out), "%d %s %d", &errno, &step, &took); err != nil {
+		t.Fatalf("helper write: output %q: %v", out, err)
 	}
-	return syscall.Errno(v)
+	return syscall.Errno(errno), strings.Trim(step, "-"), took
 }
 
 // sfRun runs the stripefs binary and returns its standard output.
@@ -181,8 +212,16 @@ func TestQuotaThroughMount(t *testing.T) {
 	if e := asUserWrite(t, 1000, 1000, filepath.Join(dir, "small"), 6<<20); e != 0 {
 		t.Fatalf("6 MiB under an 8 MiB limit: %v", e)
 	}
-	if e := asUserWrite(t, 1000, 1000, filepath.Join(dir, "big"), 6<<20); e != syscall.EDQUOT {
-		t.Fatalf("12 MiB under an 8 MiB limit: got %v, want EDQUOT", e)
+	// The OSTs told the client its owner is near the limit: its writes
+	// are written through, and EDQUOT comes from write() itself, with
+	// the size no further than what the OSTs took.
+	big := filepath.Join(dir, "big")
+	if e, step, took := asUserWriteSteps(t, 1000, 1000, big, 6<<20); e != syscall.EDQUOT || step != "write" {
+		t.Fatalf("12 MiB under an 8 MiB limit: got %v at %q, want EDQUOT from write()", e, step)
+	} else if st, err := os.Stat(big); err != nil || st.Size() != int64(took) {
+		t.Fatalf("after EDQUOT at write() with %d bytes taken: stat %v %v", took, st.Size(), err)
+	} else if got := readFile(t, big); !bytes.Equal(got, patterned(took, 3)) {
+		t.Fatal("the bytes write() took before EDQUOT read back wrong")
 	}
 	q := readQuota(t, c, mnt, "-u", "1000")
 	if q.BlockBytes > 8<<20+extentSlack(c, 2) || q.BlockBytes < 6<<20 {
@@ -257,10 +296,12 @@ func TestQuotaThroughMount(t *testing.T) {
 	}
 }
 
-// A full OST answers ENOSPC at write or fsync time, the file keeps every
-// byte written before, the data that did not fit stays cached and lands
-// once there is space; rewriting a full object changes neither usage nor
-// grants.
+// A full OST answers ENOSPC from write() itself, as Lustre's grants make
+// it: the client caches only what its grant covers and writes the rest
+// through. Every byte before the failing write is intact, the size never
+// passes the data the OST took, and fsync has nothing left to fail. Once
+// the OST grows, the rest can be written; rewriting a full object changes
+// neither usage nor grants.
 func TestOSTFullENOSPC(t *testing.T) {
 	c := testcluster.Start(t, 1, 2)
 	ost0 := c.OSTs[0]
@@ -280,14 +321,27 @@ func TestOSTFullENOSPC(t *testing.T) {
 	must(t, err)
 	must(t, f.Sync())
 
-	// 16 MiB more into an OST of 16 MiB: refused at write or at fsync.
+	// 16 MiB more into an OST of 16 MiB, in 1 MiB writes.
 	more := make([]byte, 16<<20)
 	pattern(more, 8<<20, 1)
-	_, err = f.WriteAt(more, 8<<20)
-	if err == nil {
-		err = f.Sync()
+	took := 0
+	for ; took < len(more); took += 1 << 20 {
+		n, err := f.WriteAt(more[took:took+1<<20], int64(8<<20+took))
+		if err != nil {
+			wantErrno(t, "write() past the OST's capacity", err, syscall.ENOSPC)
+			took += n
+			break
+		}
 	}
-	wantErrno(t, "writing past the OST's capacity", err, syscall.ENOSPC)
+	if took == len(more) {
+		t.Fatal("16 MiB more into a 16 MiB OST holding 8 MiB: every write() succeeded")
+	}
+	must(t, f.Sync()) // what write() took, the OST has room for
+	st, err := f.Stat()
+	must(t, err)
+	if st.Size() != int64(8<<20+took) {
+		t.Fatalf("size %d after write() took %d bytes past 8 MiB", st.Size(), took)
+	}
 	sp := ostSpace(t, ost0)
 	// Usage may pass by the object's extent-tree block (see extentSlack),
 	// and a grant given just before that block showed by less than
@@ -295,32 +349,23 @@ func TestOSTFullENOSPC(t *testing.T) {
 	if sp.SpaceUsed > 16<<20+fsBlock || sp.SpaceUsed+sp.SpaceGranted > 16<<20+2*fsBlock {
 		t.Errorf("OST used %d and granted %d of 16 MiB", sp.SpaceUsed, sp.SpaceGranted)
 	}
-	got := make([]byte, 8<<20)
-	_, err = f.ReadAt(got, 0)
-	must(t, err)
-	if !bytes.Equal(got, first) {
-		t.Fatal("the data written before ENOSPC changed")
+	if took < 8<<20-2*fsBlock-(4<<20) {
+		// The last write through that failed was at most one RPC.
+		t.Errorf("write() took only %d of the 8 MiB the OST had left", took)
 	}
-	// Still full: the data that did not fit stays cached and fails again.
-	wantErrno(t, "fsync while still full", f.Sync(), syscall.ENOSPC)
+	// Another client sees the same bytes and size.
+	other := c.MountFS()
+	got := readFile(t, filepath.Join(other, "full"))
+	if len(got) != 8<<20+took || !bytes.Equal(got[:8<<20], first) || !bytes.Equal(got[8<<20:], more[:took]) {
+		t.Fatalf("another client reads %d bytes, not the %d written before ENOSPC", len(got), 8<<20+took)
+	}
 
-	// More space (an administrator grows the OST): the cached data that
-	// did not fit is written by the next fsync, and nothing is lost.
+	// More space (an administrator grows the OST): the rest goes in.
 	var e proto.Empty
 	must(t, ostCall(t, ost0, proto.OSetParam, &proto.OSetParamReq{Name: "capacity", Value: strconv.Itoa(64 << 20)}, &e))
-	// Background retries that failed before the OST grew are reported by
-	// the next fsyncs (errors of background flushes are never dropped);
-	// the data stays cached, and within a few fsyncs it is written.
-	for try := 0; ; try++ {
-		err := f.Sync()
-		if err == nil {
-			break
-		}
-		wantErrno(t, "fsync reporting a background flush that failed before the OST grew", err, syscall.ENOSPC)
-		if try == 4 {
-			t.Fatalf("fsync still fails after the OST grew: %v", err)
-		}
-	}
+	_, err = f.WriteAt(more[took:], int64(8<<20+took))
+	must(t, err)
+	must(t, f.Sync())
 	all := make([]byte, 24<<20)
 	_, err = f.ReadAt(all, 0)
 	must(t, err)

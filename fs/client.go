@@ -98,10 +98,13 @@ type Client struct {
 	dirtyBytes atomic.Int64 // chunk buffers held by the write-back cache
 	raBytes    atomic.Int64 // chunks held by read-ahead
 	inflight   atomic.Int64 // chunk flushes in flight
-	memMu      sync.Mutex
-	memCond    *sync.Cond
-	semMu      sync.Mutex
-	sems       map[uint32]chan struct{}
+	// flushFailures counts failed chunk flushes of every file: a writer
+	// waiting for memory stops waiting on flushes that fail.
+	flushFailures atomic.Int64
+	memMu         sync.Mutex
+	memCond       *sync.Cond
+	semMu         sync.Mutex
+	sems          map[uint32]chan struct{}
 
 	identity *rpc.Client // UUID and XID counter every connection shares
 

@@ -18,6 +18,9 @@ type counters struct {
 	directMDTCalls       atomic.Int64 // metadata calls an MDT in this process ran in the caller's goroutine
 	dirAttrHits          atomic.Int64 // getattrs of a directory answered from this client's change in it (dirattrs.go)
 	peakDirty            atomic.Int64
+	grantShort           atomic.Int64 // writes the grants could not cover
+	grantAsks            atomic.Int64 // empty writes that asked an OST for a first grant
+	writeThroughs        atomic.Int64 // chunks written through, not cached (writethrough.go)
 }
 
 // Counter is one named client statistic.
@@ -47,5 +50,8 @@ func (c *Client) Counters() []Counter {
 		{"direct_mdt_calls", c.counters.directMDTCalls.Load()},
 		{"dir_attr_hits", c.counters.dirAttrHits.Load()},
 		{"grant_bytes", c.grantBytes()},
+		{"grant_short_writes", c.counters.grantShort.Load()},
+		{"grant_asks", c.counters.grantAsks.Load()},
+		{"write_through_chunks", c.counters.writeThroughs.Load()},
 	}, append(c.lockCounters(), c.flockCounters()...)...)
 }

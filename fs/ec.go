@@ -253,7 +253,7 @@ func codecOf(lay proto.Layout) (*layout.Codec, error) {
 // data units, parity and tags. knownEnd bounds the data this client knows
 // to be on the OSTs; data units starting at or past it are zeros and are
 // not read. The chunk's buffer receives the row's other bytes.
-func (c *Client) sendRow(fid proto.FID, lay proto.Layout, ch *chunk, knownEnd uint64) error {
+func (c *Client) sendRow(ctx context.Context, fid proto.FID, lay proto.Layout, ch *chunk, knownEnd uint64) error {
 	cd, err := codecOf(lay)
 	if err != nil {
 		return fmt.Errorf("flush %s: %w", fid, err)
@@ -262,7 +262,6 @@ func (c *Client) sendRow(fid proto.FID, lay proto.Layout, ch *chunk, knownEnd ui
 	k, u := g.K, int64(g.Unit)
 	r := uint64(ch.idx)
 	rowStart := r * g.RowSize()
-	ctx := context.Background()
 	version := c.ecVersion()
 	data := make([][]byte, k)
 	tags := make([]layout.Tag, k)
@@ -396,7 +395,7 @@ func (c *Client) resealRow(fid proto.FID, lay proto.Layout, r uint64, end uint64
 	size := int64(layout.ECOf(lay).RowSize())
 	ch := &chunk{idx: int64(r), buf: getBuf(size)}
 	defer putBuf(ch.buf)
-	return c.sendRow(fid, lay, ch, end)
+	return c.sendRow(context.Background(), fid, lay, ch, end)
 }
 
 // ecRead reads p at off from the data units of an erasure-coded file.

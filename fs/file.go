@@ -207,7 +207,11 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 	n := int(min(uint64(len(p)), size-uint64(off)))
 	p = p[:n]
 	if len(ahead) > 0 && len(pending) == 0 {
-		if b, ch, ok := f.c.viewAhead(ahead, chunkSize, off, n); ok {
+		b, ch, ok, err := f.c.viewAhead(ctx, ahead, chunkSize, off, n)
+		if err != nil {
+			return View{}, err
+		}
+		if ok {
 			return View{Data: b, release: ch.unref}, nil
 		}
 	}
@@ -218,8 +222,14 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 			copy(p[pb.off-off:], pb.data)
 		}
 	}()
-	if len(ahead) > 0 && f.c.readFromAhead(ahead, chunkSize, p, off) {
-		return View{Data: p}, nil
+	if len(ahead) > 0 {
+		ok, err := f.c.readFromAhead(ctx, ahead, chunkSize, p, off)
+		if err != nil {
+			return View{}, err
+		}
+		if ok {
+			return View{Data: p}, nil
+		}
 	}
 	if lay.IsEC() {
 		if err := f.c.ecRead(ctx, st, lay, p, off); err != nil {
@@ -293,10 +303,14 @@ func (f *File) Append(ctx context.Context, iovs [][]byte) (int, int64, error) {
 		return 0, 0, err
 	}
 	defer release()
-	c.waitForMemory(int64(total) + st.wb.size)
+	if err := c.waitForMemory(ctx, int64(total)+st.wb.size); err != nil {
+		return 0, 0, err
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c.waitForFileMemory(st)
+	if err := c.waitForFileMemory(ctx, st); err != nil {
+		return 0, 0, err
+	}
 	off := int64(st.size)
 	if total == 0 {
 		return 0, off, nil
@@ -304,11 +318,8 @@ func (f *File) Append(ctx context.Context, iovs [][]byte) (int, int64, error) {
 	if uint64(off)+uint64(total) > 1<<50 {
 		return 0, off, syscall.EFBIG
 	}
-	c.bufferWrite(st, off, iovs, total)
-	st.size = uint64(off) + uint64(total)
-	st.mtime = nowNs()
-	st.dirty = true
-	return total, off, nil
+	n, err := c.write(ctx, st, off, iovs, total)
+	return n, off, err
 }
 
 // WriteV writes the concatenation of iovs at off. The vector is one
@@ -335,15 +346,15 @@ func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error
 		return 0, err
 	}
 	defer release()
-	c.waitForMemory(int64(total) + st.wb.size)
+	if err := c.waitForMemory(ctx, int64(total)+st.wb.size); err != nil {
+		return 0, err
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	c.waitForFileMemory(st)
-	c.bufferWrite(st, off, iovs, total)
-	st.size = max(st.size, uint64(off)+uint64(total))
-	st.mtime = nowNs()
-	st.dirty = true
-	return total, nil
+	if err := c.waitForFileMemory(ctx, st); err != nil {
+		return 0, err
+	}
+	return c.write(ctx, st, off, iovs, total)
 }
 
 // slice returns the bytes [from, from+n) of the concatenated iovs as
@@ -486,6 +497,7 @@ func (c *Client) dropDirty(st *inodeState) {
 		delete(st.wb.dirty, idx)
 		st.wb.held -= st.wb.size
 		c.dirtyBytes.Add(-st.wb.size)
+		c.uncharge(st.layout, st.wb.size, idx)
 		putBuf(ch.buf)
 	}
 	c.memFreed()

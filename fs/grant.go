@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
 	"weak"
 
+	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -30,10 +33,15 @@ import (
 // allocated after that (the OST moves the object's usage to the new owner
 // at its next allocating write).
 //
-// What this client does not do, and Lustre's does: hold back dirty data
-// the grant does not cover, writing it synchronously instead. Here write
-// errors (ENOSPC, EDQUOT) surface at fsync or close, and the failed data
-// stays cached for a retry, as any write-back error does.
+// Dirty data is held back only within the grants, as Lustre's osc does:
+// each chunk buffer in the write-back cache is charged to the OSTs it
+// will be written to (a whole chunk, however much of it is dirty; an
+// erasure-coded row a unit to each of its objects) until the OST has
+// acknowledged it. A write that needs a new chunk the grants cannot cover
+// is written through instead (writethrough.go), so ENOSPC comes back from
+// write() itself, and a size is never published for data that no OST
+// took. The charge is conservative: a rewrite of allocated blocks costs
+// the OST no grant, but the client cannot tell.
 
 // ownerTTL bounds how long a file's owner is taken from the cache.
 const ownerTTL = 30 * time.Second
@@ -45,9 +53,13 @@ const maxOwners = 1 << 14
 type grantState struct {
 	id uint64
 
-	mu     sync.Mutex
-	osts   map[uint32]proto.GrantReply
-	owners map[proto.FID]ownerEntry
+	mu      sync.Mutex
+	osts    map[uint32]proto.GrantReply
+	charged map[uint32]int64 // chunk buffers not yet acknowledged, per OST
+	// overQuota: owners an OST said are near a hard limit (OverQuota),
+	// and when; their writes are written through for overQuotaTTL.
+	overQuota map[proto.Owner]time.Time
+	owners    map[proto.FID]ownerEntry
 }
 
 type ownerEntry struct {
@@ -64,7 +76,7 @@ func (c *Client) grants() *grantState {
 	if v, ok := grantStates.Load(wp); ok {
 		return v.(*grantState)
 	}
-	g := &grantState{id: randomID(), osts: map[uint32]proto.GrantReply{}, owners: map[proto.FID]ownerEntry{}}
+	g := &grantState{id: randomID(), osts: map[uint32]proto.GrantReply{}, charged: map[uint32]int64{}, overQuota: map[proto.Owner]time.Time{}, owners: map[proto.FID]ownerEntry{}}
 	v, loaded := grantStates.LoadOrStore(wp, g)
 	if !loaded {
 		runtime.AddCleanup(c, func(k weak.Pointer[Client]) { grantStates.Delete(k) }, wp)
@@ -83,9 +95,128 @@ func randomID() uint64 {
 }
 
 // grantWant is the grant this client asks each OST for: enough for the
-// writes it may have in flight there, twice over.
+// writes it may have in flight there twice over, and for a file's dirty
+// data bound with a window of writes beyond it, so that one stream never
+// waits on its grant.
 func (c *Client) grantWant() uint64 {
-	return uint64(min(2*int64(c.opts.RPCsInFlight)*maxRPC, c.opts.MaxDirty))
+	window := int64(c.opts.RPCsInFlight) * maxRPC
+	return uint64(min(max(2*window, c.opts.MaxDirtyPerFile+window), c.opts.MaxDirty+window))
+}
+
+// overQuotaTTL bounds how long an OST's word that an owner is near its
+// limit holds without a write to confirm it (a raised limit, freed space).
+const overQuotaTTL = 30 * time.Second
+
+// nearQuota reports whether fid's owner was said to be near a hard limit.
+func (c *Client) nearQuota(ctx context.Context, fid proto.FID) bool {
+	g := c.grants()
+	g.mu.Lock()
+	n := len(g.overQuota)
+	g.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	owner, err := c.ownerOf(ctx, fid)
+	if err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.overQuota[owner]
+	if ok && time.Since(at) > overQuotaTTL {
+		delete(g.overQuota, owner)
+		return false
+	}
+	return ok
+}
+
+// chunkCharge is what the buffer of chunk idx of a file with layout lay
+// and chunk size size charges to each of the OSTs it names.
+func chunkCharge(lay proto.Layout, size, idx int64) ([]uint32, int64) {
+	if lay.IsEC() {
+		return lay.OSTs, int64(layout.ECOf(lay).Unit)
+	}
+	m := layout.Map(lay, uint64(idx*size), int(size))[0]
+	return lay.OSTs[m.Stripe : m.Stripe+1], size
+}
+
+// chargeIfCovered charges the buffers of chunks idxs to the OSTs they go
+// to if every OST's grant covers them with what is charged already, and
+// reports whether it did.
+func (c *Client) chargeIfCovered(lay proto.Layout, size int64, idxs []int64) bool {
+	if len(idxs) == 0 {
+		return true
+	}
+	g := c.grants()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	need := map[uint32]int64{}
+	for _, idx := range idxs {
+		osts, each := chunkCharge(lay, size, idx)
+		for _, o := range osts {
+			need[o] += each
+		}
+	}
+	for o, n := range need {
+		if g.charged[o]+n > int64(g.osts[o].Grant) {
+			c.counters.grantShort.Add(1)
+			return false
+		}
+	}
+	for o, n := range need {
+		g.charged[o] += n
+	}
+	return true
+}
+
+// askGrants asks each OST the chunks idxs go to, and from which this
+// client holds no grant yet, for one: an empty write to the file's object
+// there, whose reply carries it.
+func (c *Client) askGrants(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, idxs []int64) error {
+	g := c.grants()
+	asked := map[uint32]bool{}
+	for _, idx := range idxs {
+		osts, _ := chunkCharge(lay, size, idx)
+		for _, o := range osts {
+			g.mu.Lock()
+			_, known := g.osts[o]
+			g.mu.Unlock()
+			if known || asked[o] {
+				continue
+			}
+			asked[o] = true
+			stripe := slices.Index(lay.OSTs, o)
+			call, err := c.writeCall(ctx, fid, o, proto.ObjID{FID: fid, Stripe: uint32(stripe)}, 0, nil)
+			c.counters.grantAsks.Add(1)
+			if err == nil {
+				err = c.ostDo(ctx, o, call)
+			}
+			if err != nil {
+				return fmt.Errorf("ask ost%d for a grant: %w", o, err)
+			}
+			c.noteGrant(o, call)
+			g.mu.Lock()
+			if _, ok := g.osts[o]; !ok {
+				g.osts[o] = proto.GrantReply{} // it has none to give: do not ask again
+			}
+			g.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// uncharge ends the charge of chunk idx's buffer: acknowledged, merged
+// into a newer buffer, or dropped.
+func (c *Client) uncharge(lay proto.Layout, size, idx int64) {
+	g := c.grants()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	osts, each := chunkCharge(lay, size, idx)
+	for _, o := range osts {
+		if g.charged[o] -= each; g.charged[o] <= 0 {
+			delete(g.charged, o)
+		}
+	}
 }
 
 // writeCall builds the OST write of data at off in object obj of file
@@ -96,9 +227,19 @@ func (c *Client) writeCall(ctx context.Context, fid proto.FID, ost uint32, obj p
 		return nil, err
 	}
 	g := c.grants()
-	req := &proto.OWriteReq{Obj: obj, Off: off, Grant: proto.WriteGrant{Client: g.id, Owner: owner, Want: c.grantWant()}}
+	req := &proto.OWriteReq{Obj: obj, Off: off, Grant: proto.WriteGrant{Client: g.id, Owner: owner, Want: c.grantWant(), Through: isThrough(ctx)}}
 	return &rpc.Call{Method: proto.OWrite, Req: req, Resp: &proto.OWriteReply{}, BulkOut: [][]byte{data}}, nil
 }
+
+type throughKey struct{}
+
+// withThrough marks the writes made under ctx as written through
+// (WriteGrant.Through).
+func withThrough(ctx context.Context) context.Context {
+	return context.WithValue(ctx, throughKey{}, true)
+}
+
+func isThrough(ctx context.Context) bool { return ctx.Value(throughKey{}) != nil }
 
 // noteGrant records the grant a successful write's reply carries.
 func (c *Client) noteGrant(ost uint32, call *rpc.Call) {
@@ -106,12 +247,19 @@ func (c *Client) noteGrant(ost uint32, call *rpc.Call) {
 		c.counters.directWrites.Add(1)
 	}
 	r, ok := call.Resp.(*proto.OWriteReply)
-	if !ok || r.Grant.Seq == 0 {
+	if !ok {
 		return
 	}
 	g := c.grants()
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if req, ok := call.Req.(*proto.OWriteReq); ok {
+		if r.OverQuota {
+			g.overQuota[req.Grant.Owner] = time.Now()
+		} else {
+			delete(g.overQuota, req.Grant.Owner)
+		}
+	}
 	if r.Grant.Seq > g.osts[ost].Seq {
 		g.osts[ost] = r.Grant
 	}

@@ -2,7 +2,9 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
@@ -106,6 +108,14 @@ func (c *Client) noteRead(st *inodeState, off int64, n int, lk *heldLock) map[in
 	var out map[int64]*raChunk
 	for idx := first; idx <= last; idx++ {
 		if ch := ra.chunks[idx]; ch != nil {
+			select {
+			case <-ch.ready:
+				if ch.err != nil { // reported to a reader already: this one tries again
+					c.releaseRA(st, idx)
+					continue
+				}
+			default:
+			}
 			if out == nil {
 				out = map[int64]*raChunk{}
 			}
@@ -199,37 +209,53 @@ func (c *Client) releaseRA(st *inodeState, idx int64) {
 
 // viewAhead returns [off, off+n) as a slice of one fetched chunk, if one
 // holds it all, with a reference to the chunk for the caller to drop.
-func (c *Client) viewAhead(chunks map[int64]*raChunk, size, off int64, n int) ([]byte, *raChunk, bool) {
+// A fetch that failed fails the read with its error (the reader would
+// only wait as long again for the same answer); an interrupted reader
+// stops waiting.
+func (c *Client) viewAhead(ctx context.Context, chunks map[int64]*raChunk, size, off int64, n int) ([]byte, *raChunk, bool, error) {
 	idx := off / size
 	if (off+int64(n)-1)/size != idx {
-		return nil, nil, false
+		return nil, nil, false, nil
 	}
 	ch := chunks[idx]
 	if ch == nil {
-		return nil, nil, false
+		return nil, nil, false, nil
 	}
-	<-ch.ready
+	if err := waitFetch(ctx, ch); err != nil {
+		return nil, nil, false, err
+	}
 	base := idx * size
-	if ch.err != nil || off-base+int64(n) > int64(len(ch.data)) {
-		return nil, nil, false
+	if off-base+int64(n) > int64(len(ch.data)) {
+		return nil, nil, false, nil
 	}
 	c.counters.readaheadHits.Add(1)
 	ch.hold()
-	return ch.data[off-base : off-base+int64(n) : off-base+int64(n)], ch, true
+	return ch.data[off-base : off-base+int64(n) : off-base+int64(n)], ch, true, nil
+}
+
+// waitFetch waits for ch's fetch and returns its error, or EINTR when ctx
+// ends first.
+func waitFetch(ctx context.Context, ch *raChunk) error {
+	select {
+	case <-ch.ready:
+		return ch.err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for read-ahead: %w", syscall.EINTR)
+	}
 }
 
 // readFromAhead serves [off, off+len(p)) from fetched chunks if they cover
-// it all; it reports false (and touches nothing) otherwise.
-func (c *Client) readFromAhead(chunks map[int64]*raChunk, size int64, p []byte, off int64) bool {
+// it all; it reports false (and touches nothing) otherwise, and fails as
+// viewAhead does.
+func (c *Client) readFromAhead(ctx context.Context, chunks map[int64]*raChunk, size int64, p []byte, off int64) (bool, error) {
 	first, last := off/size, (off+int64(len(p))-1)/size
 	for idx := first; idx <= last; idx++ {
 		ch := chunks[idx]
 		if ch == nil {
-			return false
+			return false, nil
 		}
-		<-ch.ready
-		if ch.err != nil {
-			return false
+		if err := waitFetch(ctx, ch); err != nil {
+			return false, err
 		}
 	}
 	for idx := first; idx <= last; idx++ {
@@ -238,5 +264,5 @@ func (c *Client) readFromAhead(chunks map[int64]*raChunk, size int64, p []byte, 
 		copy(p[s-off:e-off], chunks[idx].data[s-base:e-base])
 	}
 	c.counters.readaheadHits.Add(1)
-	return true
+	return true, nil
 }

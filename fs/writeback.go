@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/stripefs/stripefs/fs/extent"
@@ -35,6 +36,8 @@ type writeback struct {
 	flushing map[int64]*chunk // sent or being sent; at most one per index
 	held     int64            // buffer bytes of dirty and flushing chunks
 	err      error            // first flush error not yet reported
+	fails    int              // flushes that failed, ever
+	lastErr  error            // the latest of them
 	done     *sync.Cond       // signalled whenever a flush ends
 }
 
@@ -151,9 +154,9 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 		defer c.bg.Done()
 		var err error
 		if lay.IsEC() {
-			err = c.sendRow(st.fid, lay, ch, knownEnd)
+			err = c.sendRow(context.Background(), st.fid, lay, ch, knownEnd)
 		} else {
-			err = c.sendChunk(st.fid, lay, wb.size, ch)
+			err = c.sendChunk(context.Background(), st.fid, lay, wb.size, ch)
 		}
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -163,10 +166,14 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 			if wb.err == nil {
 				wb.err = err
 			}
+			wb.fails++
+			wb.lastErr = err
+			c.flushFailures.Add(1)
 			c.requeue(st, ch)
 		} else {
 			wb.held -= wb.size
 			c.dirtyBytes.Add(-wb.size)
+			c.uncharge(lay, wb.size, ch.idx)
 			putBuf(ch.buf)
 		}
 		if next := wb.dirty[ch.idx]; next != nil && err == nil && (next.dirty.Covers(0, wb.size) || st.flushAll > 0) {
@@ -195,19 +202,19 @@ func (c *Client) requeue(st *inodeState, old *chunk) {
 	}
 	wb.held -= wb.size
 	c.dirtyBytes.Add(-wb.size)
+	c.uncharge(st.layout, wb.size, old.idx)
 	putBuf(old.buf)
 }
 
 // sendChunk writes a chunk's dirty ranges to its object: one RPC for a
 // whole chunk.
-func (c *Client) sendChunk(fid proto.FID, lay proto.Layout, size int64, ch *chunk) error {
+func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk) error {
 	m := layout.Map(lay, uint64(ch.idx*size), int(size))[0]
 	obj := proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}
 	ost := lay.OSTs[m.Stripe]
 	sem := c.ostSem(ost)
 	sem <- struct{}{}
 	defer func() { <-sem }()
-	ctx := context.Background()
 	for _, r := range ch.dirty.Ranges() {
 		// The write carries owner and grant request (grant.go).
 		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(r.Start), ch.buf[r.Start:r.End])
@@ -299,6 +306,7 @@ func (c *Client) dropDirtyRange(st *inodeState, start, end uint64, err error) {
 		delete(wb.dirty, idx)
 		wb.held -= wb.size
 		c.dirtyBytes.Add(-wb.size)
+		c.uncharge(st.layout, wb.size, idx)
 		putBuf(ch.buf)
 		dropped = true
 	}
@@ -379,15 +387,31 @@ func (ch *chunk) pending(size, off int64, n int) []pendingBytes {
 // waitForMemory blocks a writer while the mount holds more dirty data than
 // its bound. Data already on its way frees memory by itself; only when
 // nothing is in flight are partial chunks pushed out, so a chunk still
-// being filled is not split needlessly.
-func (c *Client) waitForMemory(need int64) {
+// being filled is not split needlessly. A writer is let through when
+// nothing could be sent, or what was sent failed (the per-file bound then
+// stops the writers of the file that cannot be flushed, with its error);
+// an interrupted one gets EINTR.
+func (c *Client) waitForMemory(ctx context.Context, need int64) error {
 	if c.dirtyBytes.Load()+need <= c.opts.MaxDirty {
-		return
+		return nil
 	}
 	c.counters.memoryWaits.Add(1)
 	c.memMu.Lock()
 	defer c.memMu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		c.memMu.Lock()
+		c.memCond.Broadcast()
+		c.memMu.Unlock()
+	})
+	defer stop()
+	failed := c.flushFailures.Load()
 	for c.dirtyBytes.Load()+need > c.opts.MaxDirty {
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for dirty memory: %w", syscall.EINTR)
+		}
+		if c.flushFailures.Load() != failed {
+			return nil
+		}
 		if c.inflight.Load() == 0 {
 			c.memMu.Unlock()
 			for _, st := range c.openFiles() {
@@ -397,29 +421,49 @@ func (c *Client) waitForMemory(need int64) {
 			}
 			c.memMu.Lock()
 			if c.inflight.Load() == 0 {
-				return // nothing could be sent: let the writer through
+				return nil // nothing could be sent: let the writer through
 			}
 			continue
 		}
 		c.memCond.Wait()
 	}
+	return nil
 }
 
 // waitForFileMemory is waitForMemory for one file's bound, which is at
-// least two chunks (erasure-coded rows may be larger than the bound).
-// st.mu is held.
-func (c *Client) waitForFileMemory(st *inodeState) {
+// least two chunks (erasure-coded rows may be larger than the bound). If
+// the flushes it waits for fail, the writer gets their error (ENOSPC,
+// EDQUOT, EIO) rather than wait for ever: the data already written stays
+// cached for fsync to retry and report. st.mu is held.
+func (c *Client) waitForFileMemory(ctx context.Context, st *inodeState) error {
 	wb := &st.wb
 	limit := max(c.opts.MaxDirtyPerFile, 2*wb.size)
+	if wb.held <= limit {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		st.mu.Lock()
+		wb.done.Broadcast()
+		st.mu.Unlock()
+	})
+	defer stop()
+	failed := wb.fails
 	for wb.held > limit {
+		if ctx.Err() != nil {
+			return fmt.Errorf("waiting for dirty memory: %w", syscall.EINTR)
+		}
+		if wb.fails != failed {
+			return wb.lastErr
+		}
 		if len(wb.flushing) == 0 {
 			c.flushPartial(st, limit/2, 0)
 			if len(wb.flushing) == 0 {
-				return
+				return nil
 			}
 		}
 		wb.done.Wait()
 	}
+	return nil
 }
 
 func (c *Client) addDirty(n int64) {

@@ -25,6 +25,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stripefs/stripefs/internal/diskspace"
 	"github.com/stripefs/stripefs/internal/nodemapsync"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -47,6 +48,9 @@ type Config struct {
 	// Capacity caps the bytes the OST allocates and promises; 0 means the
 	// disk's free space. It runs an OST "full" without filling a disk.
 	Capacity uint64
+	// Reserve is what the OST keeps back of its disk (default
+	// diskspace.Default): neither granted nor allocated.
+	Reserve *diskspace.Reserve
 	// GrantGrace is how long a disconnected client keeps its grant
 	// (default 30s); GrantIdle how long a connected one that allocates
 	// nothing does (default 5 minutes).
@@ -75,8 +79,9 @@ const FiemapFailEnv = "STRIPEFS_FIEMAP_FAIL"
 
 // OST is one running object storage target.
 type OST struct {
-	cfg Config
-	dir string // DataDir/O
+	cfg     Config
+	dir     string // DataDir/O
+	reserve diskspace.Reserve
 	Srv *rpc.Server
 	// nodemaps is the OST's copy of the nodemaps: read-only groups'
 	// clients change nothing here either.
@@ -146,8 +151,11 @@ func Open(cfg Config) (*OST, error) {
 		cfg.FiemapFail = true
 	}
 	name := fmt.Sprintf("ost%d", cfg.Index)
-	o := &OST{cfg: cfg, dir: filepath.Join(cfg.DataDir, "O"), fds: map[proto.ObjID]*list.Element{}, lru: list.New(),
+	o := &OST{cfg: cfg, dir: filepath.Join(cfg.DataDir, "O"), reserve: diskspace.Default, fds: map[proto.ObjID]*list.Element{}, lru: list.New(),
 		stop: make(chan struct{})}
+	if cfg.Reserve != nil {
+		o.reserve = *cfg.Reserve
+	}
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -441,7 +449,11 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		if err := o.putTag(&req); err != nil {
 			return rpc.Reply{}, o.errorf("write", req.Obj, err)
 		}
-		return rpc.Reply{Msg: &proto.OWriteReply{Size: end}}, nil
+		grant, err := o.space.grantNow(req.Grant.Client, req.Grant.Want)
+		if err != nil {
+			return rpc.Reply{}, o.errorf("write", req.Obj, err)
+		}
+		return rpc.Reply{Msg: &proto.OWriteReply{Size: end, Grant: grant, OverQuota: o.overQuota(ctx, req.Grant)}}, nil
 	}
 	rep, err := o.allocatingWrite(ctx, &req, r.Bulk, of, est)
 	if err != nil {
@@ -450,7 +462,30 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	if err := o.putTag(&req); err != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
+	if m, ok := rep.Msg.(*proto.OWriteReply); ok {
+		m.OverQuota = o.overQuota(ctx, req.Grant)
+	}
 	return rep, nil
+}
+
+// overQuota reports whether an id the write's owner is charged to could
+// not grow here by the client's wanted grant without the master refusing
+// it: the client then stops caching that owner's writes. An allowance that
+// does not cover it is asked for now, so the answer is the master's.
+func (o *OST) overQuota(ctx context.Context, g proto.WriteGrant) bool {
+	for _, k := range g.Owner.Keys() {
+		if !o.quota.Limited(k) {
+			continue
+		}
+		usage := o.space.usageOf(k)
+		if o.quota.Within(k, usage+g.Want) {
+			continue
+		}
+		if err := o.quota.Acquire(ctx, k, usage, g.Want); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // store puts data at off in the object and, for a large buffered write,
@@ -479,7 +514,7 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
 	owner := req.Grant.Owner
-	res, err := o.space.admit(ctx, req.Grant.Client, owner, est)
+	res, err := o.space.admit(ctx, req.Grant.Client, owner, est, req.Grant.Through)
 	if err != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}

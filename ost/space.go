@@ -79,13 +79,14 @@ func (s *space) load() error {
 }
 
 // diskAvail is what the filesystem under the OST has for unprivileged
-// writers.
+// writers beyond the OST's reserve (internal/diskspace): its index,
+// truncates and destroys always find room.
 func (s *space) diskAvail() uint64 {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.o.dir, &st); err != nil {
+	usable, err := s.o.reserve.Usable(s.o.dir)
+	if err != nil {
 		return 0 // promise nothing we cannot see
 	}
-	return st.Bavail * uint64(st.Bsize)
+	return usable
 }
 
 // freeLocked is what the OST can still promise. s.mu is held.
@@ -123,8 +124,10 @@ type reservation struct {
 
 // admit reserves est bytes for a write by client on behalf of owner:
 // quota first (asking the master for allowance when needed, without
-// holding the lock), then space. It fails with EDQUOT or ENOSPC.
-func (s *space) admit(ctx context.Context, client uint64, owner proto.Owner, est uint64) (*reservation, error) {
+// holding the lock), then space, from the client's grant unless through
+// says the client does not count on it for this write. It fails with
+// EDQUOT or ENOSPC.
+func (s *space) admit(ctx context.Context, client uint64, owner proto.Owner, est uint64, through bool) (*reservation, error) {
 	keys := owner.Keys()
 	for attempt := 0; ; attempt++ {
 		s.mu.Lock()
@@ -153,7 +156,7 @@ func (s *space) admit(ctx context.Context, client uint64, owner proto.Owner, est
 		}
 		g := s.clients[client]
 		var fromGrant uint64
-		if g != nil {
+		if g != nil && !through {
 			fromGrant = min(est, g.grant)
 		}
 		if rest := est - fromGrant; rest > 0 && rest > s.freeLocked() {
@@ -234,6 +237,29 @@ func (s *space) settle(res *reservation, id proto.ObjID, rec objRecord, had bool
 	// Committed under s.mu: records of the same client or object land in
 	// the order their values were computed.
 	return reply, s.o.idx.commit(b)
+}
+
+// grantNow is client's grant as a write that allocates nothing (a
+// rewrite, or an empty write that only asks for a grant) reports it:
+// topped up towards want when it holds less than half of that, so that a
+// client that only rewrites, or has not written here yet, holds one too.
+func (s *space) grantNow(client, want uint64) (proto.GrantReply, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.clients[client]
+	if g == nil {
+		return proto.GrantReply{}, nil
+	}
+	if g.grant < min(want, maxGrant)/2 {
+		s.topUp(g, want)
+		b := s.o.idx.db.NewBatch()
+		b.Set(grantKey(g.id), wire.Marshal(nil, &grantRecord{Grant: g.grant}), nil)
+		if err := s.o.idx.commit(b); err != nil {
+			return proto.GrantReply{}, err
+		}
+	}
+	s.seq++
+	return proto.GrantReply{Grant: g.grant, Seq: s.seq}, nil
 }
 
 // maxGrant bounds what one client may hold on one OST.

@@ -349,6 +349,11 @@ const MaxTag = 8 << 10
 type OWriteReply struct {
 	Size  uint64
 	Grant GrantReply
+	// OverQuota: an id the object is charged to is so near its hard
+	// limit here that the client's dirty data might pass it; the client
+	// writes that owner's data through, so EDQUOT meets write() itself
+	// (Lustre's OBD_BRW_OVER_*QUOTA).
+	OverQuota bool
 }
 
 type OReadReq struct {

@@ -189,6 +189,11 @@ type WriteGrant struct {
 	Owner Owner
 	// Want is the grant the client would like to hold after this write.
 	Want uint64
+	// Through marks a write the client's grant does not cover (written
+	// through, not cached): the OST takes its space from what is free
+	// and never from the grant, which the client's cached data counts
+	// on, so that it fails with ENOSPC rather than a later flush.
+	Through bool
 }
 
 // GrantReply is the grant the OST holds for the writing client after a

@@ -318,7 +318,14 @@ func (c *Client) connect(ctx context.Context) (*clientConn, error) {
 	if dl, ok := dctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
+	// A caller that gives up (an interrupted program) ends the handshake
+	// too: a server that accepts and then says nothing must not hold it
+	// for the whole DialTimeout.
+	stop := context.AfterFunc(dctx, func() { _ = nc.SetDeadline(time.Now()) })
 	ss, err := c.clientHandshake(dctx, nc, key, role)
+	if !stop() && err == nil {
+		err = dctx.Err()
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err

@@ -183,7 +183,7 @@ func (s *Snapshot) Sub(old *Snapshot) *Snapshot {
 	return out
 }
 
-var gauges = map[string]bool{"dirty_bytes": true, "dirty_bytes_peak": true, "max_dirty_bytes": true}
+var gauges = map[string]bool{"dirty_bytes": true, "dirty_bytes_peak": true, "max_dirty_bytes": true, "grant_bytes": true}
 
 func subCounters(a, b map[string]int64) map[string]int64 {
 	out := map[string]int64{}

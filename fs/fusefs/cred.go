@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -36,10 +38,90 @@ type groupsCache struct {
 }
 
 // ctx is the context of the request h: its caller's credential, for
-// every RPC the request makes.
-func (f *FS) ctx(_ <-chan struct{}, h *fuse.InHeader) (context.Context, context.CancelFunc) {
+// every RPC the request makes. It ends when the caller is dying of a
+// signal (SIGKILL, or any signal left to its default action): the
+// kernel cannot end such a program while its request is unanswered, so
+// waits on servers and memory must stop. A signal the program handles
+// does not end it: a local filesystem finishes a mkdir or write whatever
+// signals come, and programs (Go's runtime among them, with SIGURG) count
+// on that; blocking lock waits (flock.go) are the exception POSIX makes.
+func (f *FS) ctx(cancel <-chan struct{}, h *fuse.InHeader) (context.Context, context.CancelFunc) {
 	c := &rpc.Cred{Uid: h.Uid, Gid: h.Gid, Groups: f.groups.of(h.Pid, h.Uid)}
-	return rpc.WithCred(context.Background(), c), func() {}
+	if cancel == nil || h.Pid == 0 {
+		return rpc.WithCred(context.Background(), c), func() {}
+	}
+	ic := &fatalCtx{Context: context.Background(), interrupt: cancel, pid: h.Pid, answered: make(chan struct{})}
+	return rpc.WithCred(ic, c), ic.stop
+}
+
+// fatalCtx ends when its request's caller is dying. Nothing runs for it
+// until something waits on it (Done): most requests never wait.
+type fatalCtx struct {
+	context.Context
+	interrupt <-chan struct{} // go-fuse's: closed on the kernel's FUSE_INTERRUPT
+	pid       uint32
+	answered  chan struct{} // closed when the request is done (stop)
+
+	once  sync.Once
+	done  chan struct{}
+	fired atomic.Bool
+}
+
+func (c *fatalCtx) Done() <-chan struct{} {
+	c.once.Do(func() {
+		c.done = make(chan struct{})
+		go c.watch()
+	})
+	return c.done
+}
+
+func (c *fatalCtx) Err() error {
+	if c.fired.Load() {
+		return context.Canceled
+	}
+	return nil
+}
+
+func (c *fatalCtx) stop() { close(c.answered) }
+
+// watch waits for the kernel's interrupt, then for the caller to be
+// dying: the kernel interrupts once, for the first signal, and a fatal
+// one may follow a handled one.
+func (c *fatalCtx) watch() {
+	select {
+	case <-c.answered:
+		return
+	case <-c.interrupt:
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !dying(c.pid) {
+		select {
+		case <-c.answered:
+			return
+		case <-tick.C:
+		}
+	}
+	c.fired.Store(true)
+	close(c.done)
+}
+
+// dying reports whether thread tid has a fatal signal pending (the kernel
+// marks one with SIGKILL in the thread's pending set) or is gone.
+func dying(tid uint32) bool {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(tid), 10) + "/status")
+	if err != nil {
+		return true
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		v, ok := bytes.CutPrefix(line, []byte("SigPnd:"))
+		if !ok {
+			continue
+		}
+		mask, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
+		return err == nil && mask&(1<<(syscall.SIGKILL-1)) != 0
+	}
+	return false
 }
 
 // of returns pid's supplementary groups (none for the kernel's own
