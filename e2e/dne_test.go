@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -373,4 +374,93 @@ func storm(t *testing.T, mnt, name string, workers, per int, op func(dir string,
 		}()
 	}
 	return dir, errs
+}
+
+// TestMDTRestartMkdirPStorm runs `mkdir -p X/a/b` storms (X in a
+// directory on MDT1 with a round-robin default, so a, b and X are spread
+// over both MDTs) while each MDT is killed with -9 and restarted, three
+// rounds: a client only waits for a restarting MDT, so not one mkdir may
+// fail, every tree must exist afterwards, and fsck must be clean. Each
+// kill must land while mkdirs are being made, and mkdirs must complete
+// after each restart.
+func TestMDTRestartMkdirPStorm(t *testing.T) {
+	if os.Getenv("STRIPEFS_KNOWN_FAILURES") == "" {
+		// Open in issue 18: within a few restarts a mkdir fails with
+		// ENOENT, its parent's inode missing on the restarted MDT while
+		// client replays are applied (MDTs log "replays applied, 0
+		// refused"). The lost FID-block owners were one cause (fixed:
+		// fidreserve.go persists them); the rest is not found yet.
+		t.Skip("known failure (issue 18); STRIPEFS_KNOWN_FAILURES=1 runs it")
+	}
+	c, mnt := mount(t)
+	top := filepath.Join(mnt, "p")
+	sfRun(t, c, "mkdir", "-i", "1", top)
+	must(t, unix.Setxattr(top, "lustre.lmv.default", []byte("mdt_index=-1"), 0))
+	const workers = 4
+	var made, busy atomic.Int64
+	stop := make(chan struct{})
+	errs := make(chan error, workers)
+	counts := make([]int, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					counts[w] = i
+					errs <- nil
+					return
+				default:
+				}
+				busy.Add(1)
+				err := os.MkdirAll(filepath.Join(top, fmt.Sprintf("x%d-%d", w, i), "a", "b"), 0o755)
+				busy.Add(-1)
+				if err != nil {
+					errs <- fmt.Errorf("mkdir -p x%d-%d/a/b: %w", w, i, err)
+					return
+				}
+				made.Add(1)
+			}
+		}()
+	}
+	waitMade := func(more int64, what string) {
+		t.Helper()
+		want := made.Load() + more
+		for deadline := time.Now().Add(30 * time.Second); made.Load() < want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no mkdir -p completed %s", what)
+			}
+		}
+	}
+	for round := 0; round < 3; round++ {
+		for _, m := range c.MDTs {
+			waitMade(20, "before a kill")
+			before := made.Load()
+			if busy.Load() == 0 {
+				t.Fatalf("no mkdir -p in flight when %s was to be killed", m.Name)
+			}
+			c.Kill9(m)
+			c.Restart(m)
+			waitMade(20, fmt.Sprintf("after %s restarted", m.Name))
+			if made.Load() == before {
+				t.Fatalf("no progress across the restart of %s", m.Name)
+			}
+		}
+	}
+	close(stop)
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("during MDT restarts: %v", err)
+		}
+	}
+	for w := 0; w < workers; w++ {
+		for i := 0; i < counts[w]; i++ {
+			if _, err := os.Stat(filepath.Join(top, fmt.Sprintf("x%d-%d", w, i), "a", "b")); err != nil {
+				t.Fatalf("an acknowledged tree is incomplete: %v", err)
+			}
+		}
+	}
+	if out, err := exec.Command(c.Bin, "fsck", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fsck after the storm: %v\n%s", err, out)
+	}
+	t.Logf("%d trees made over 6 MDT restarts", made.Load())
 }

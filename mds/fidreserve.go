@@ -107,8 +107,14 @@ func (m *MDT) reserveFIDsLocked(kind uint8, n, coord uint32) ([]proto.FID, error
 		b.Close()
 		return nil, fmt.Errorf("mdt%d: reserve FIDs of kind %d: %w", m.cfg.Index, kind, syscall.EINVAL)
 	}
+	if kind == proto.FIDPlain && coord != uint32(m.cfg.Index) {
+		// Who holds the block outlives a restart: a client may ask for
+		// one of its FIDs before the coordinator's record arrives, and
+		// only then can the record be pulled (pullOnMiss).
+		b.Set(fidGrantKey(seq, first), binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, coord), first+n), nil)
+	}
 	if b.Count() == 0 {
-		b.Close() // plain: seqAdvanced made the reservation durable
+		b.Close() // plain, our own: seqAdvanced made the reservation durable
 	} else if err := m.commit(b, true); err != nil {
 		return nil, err
 	}
@@ -222,4 +228,33 @@ func kindOf(f proto.FID) uint8 {
 		return proto.FIDStripedMaster
 	}
 	return proto.FIDPlain
+}
+
+// keyFIDGrant prefixes the records of plain FID blocks granted to other
+// MDTs: seq and first FID in the key, coordinator and end in the value.
+var keyFIDGrant = []byte("Mfidgrant.")
+
+func fidGrantKey(seq uint64, first uint32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(append([]byte(nil), keyFIDGrant...), seq), first)
+}
+
+// loadFIDGrants reads back the blocks granted to other MDTs before a
+// restart.
+func (m *MDT) loadFIDGrants() error {
+	it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: keyFIDGrant, UpperBound: prefixEnd(keyFIDGrant)})
+	if err != nil {
+		return fmt.Errorf("mdt%d: load FID grants: %w", m.cfg.Index, err)
+	}
+	defer it.Close()
+	m.grants.mu.Lock()
+	defer m.grants.mu.Unlock()
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key()[len(keyFIDGrant):], it.Value()
+		if len(k) != 12 || len(v) != 8 {
+			continue
+		}
+		m.grants.out = append(m.grants.out, fidRange{coord: binary.BigEndian.Uint32(v), seq: binary.BigEndian.Uint64(k),
+			first: binary.BigEndian.Uint32(k[8:]), end: binary.BigEndian.Uint32(v[4:])})
+	}
+	return it.Error()
 }

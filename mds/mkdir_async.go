@@ -51,9 +51,10 @@ const (
 
 // grants is an MDT's side of the asynchronous remote mkdir.
 type grants struct {
-	// out lists the plain FIDs reserved for other MDTs (fidreserve.go).
-	// It is kept in memory only: after a restart, recovery from the
-	// peers' logs brings every pending part before clients are served.
+	// out lists the plain FIDs reserved for other MDTs (fidreserve.go),
+	// as their records in the database say: a record the coordinator
+	// commits after this MDT's restart has read the peers' logs is still
+	// pulled when a client asks for its FID first.
 	mu  sync.Mutex
 	out []fidRange
 
@@ -108,6 +109,9 @@ func (g *grants) grantee(f proto.FID) (uint32, bool) {
 
 func (m *MDT) registerGrants() {
 	m.grants.init()
+	if err := m.loadFIDGrants(); err != nil {
+		log.Printf("%v (requests for FIDs granted before the restart cannot pull their records)", err)
+	}
 	m.registerFIDReserve()
 	rpc.HandleFunc(m.Srv, proto.MTxnPull, m.txnPull)
 }
