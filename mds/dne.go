@@ -87,6 +87,7 @@ func (m *MDT) registerDNE() {
 			{Name: "dtx_started", Value: m.ctr.dtxStarted.Load()},
 			{Name: "dtx_redone", Value: m.ctr.dtxRedone.Load()},
 			{Name: "dtx_cancelled", Value: m.ctr.dtxCancelled.Load()},
+			{Name: "enospc_reserve", Value: m.space.refused.Load()},
 			{Name: "dtx_pending", Value: m.ctr.dtxPending.Load()},
 			{Name: "dtx_dependency_syncs", Value: m.ctr.dtxDepSyncs.Load()},
 			{Name: "inodes", Value: m.inodes.Load()},

@@ -24,6 +24,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/stripefs/stripefs/internal/nodemapsync"
+	"github.com/stripefs/stripefs/internal/diskspace"
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/proto"
@@ -70,6 +71,9 @@ type Config struct {
 	// its coordinator is asked whether it lost its part (default 5s; the
 	// answer is safe at any age, asking early only wastes RPCs).
 	TxnAskAfter time.Duration
+	// Reserve is what the MDT keeps back of its disk (default
+	// diskspace.Default); see space.go.
+	Reserve *diskspace.Reserve
 	// LockTimeout is how long a client may take to answer a lock callback
 	// before it is evicted (default lockd.DefaultTimeout).
 	LockTimeout time.Duration
@@ -154,6 +158,7 @@ type MDT struct {
 	}
 
 	locks *lockd.Service // the lock server (locks.go)
+	space spaceGuard     // space.go
 
 	// Client table and recovery window (clients.go).
 	clientsMu    sync.RWMutex
@@ -227,6 +232,13 @@ func Open(cfg Config) (*MDT, error) {
 		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
 		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)
+	m.space = spaceGuard{index: cfg.Index, reserve: diskspace.Default}
+	if cfg.Reserve != nil {
+		m.space.reserve = *cfg.Reserve
+	}
+	if cfg.FS == nil {
+		m.space.dir = dir
+	}
 	if err := m.upgradeFormat(); err != nil {
 		db.Close()
 		return nil, err

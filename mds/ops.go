@@ -259,6 +259,9 @@ func (m *MDT) prepareCreate(ctx context.Context, op string, parent proto.FID, na
 	if err := m.writable(ctx, op, name); err != nil {
 		return nil, err
 	}
+	if err := m.space.room(op, name); err != nil {
+		return nil, err
+	}
 	m.waitThawLocked(parent)
 	if err := m.checkStripeName(op, parent, name); err != nil {
 		return nil, err

@@ -84,6 +84,9 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if err := m.writable(ctx, "setxattr", r.Name); err != nil {
 		return nil, err
 	}
+	if err := m.space.room("setxattr", r.Name); err != nil {
+		return nil, err
+	}
 	if r.Name == MkdirXattr {
 		return &proto.Empty{}, m.mkdirXattr(ctx, r.FID, string(r.Value))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/stripefs/stripefs/internal/diskspace"
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/ost"
@@ -25,6 +26,13 @@ func stopSignals() <-chan os.Signal {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
 	return ch
+}
+
+// reserveFlag adds --reserve: the share of a target's disk kept back.
+func reserveFlag(f *pflag.FlagSet, then string) *diskspace.Reserve {
+	r := diskspace.Default
+	f.Var(&r, "reserve", fmt.Sprintf("share of the disk kept back for deletes, recovery and the target's own database (at least %d MiB): past it %s", diskspace.MinReserve>>20, then))
+	return &r
 }
 
 func mdsCmd() *cobra.Command {
@@ -98,6 +106,7 @@ func mdsCmd() *cobra.Command {
 	f.DurationVar(&cfg.ClientWindow, "recovery-window", mds.DefaultClientWindow,
 		fmt.Sprintf("after a restart, how long to wait for the clients this MDT knew to reconnect and replay before serving others and evicting the missing (at most %v)", mds.MaxClientWindow))
 	f.Int64Var(&cfg.CacheSize, "cache-mb", mds.DefaultCacheSize>>20, "the MDT's metadata (block) cache, MiB")
+	cfg.Reserve = reserveFlag(f, "new inodes, entries and xattrs get ENOSPC")
 	f.DurationVar(&cfg.EvictAfter, "evict-after", mds.DefaultEvictAfter,
 		"evict a client of the client table that has had no connection this long: its changes are committed and a restart no longer waits for it (0: never)")
 	f.BoolVar(&cfg.RemoteSync, "remote-sync", false, "commit cross-MDT operations synchronously (the old osd_sync behaviour; atomicity does not need it)")
@@ -175,6 +184,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 	f.StringVar(&mgs, "mgs", "", "MDT0's address")
 	f.Var(&capacity, "capacity", "cap on the bytes this OST allocates and grants (64MiB, 1GiB…; default: the disk's free space), to run it full without filling a disk")
 	f.DurationVar(&cfg.GrantGrace, "grant-grace", 30*time.Second, "how long a disconnected client keeps its space grant")
+	cfg.Reserve = reserveFlag(f, "it grants and allocates no more")
 	f.BoolVar(&cfg.NoEarlyWriteback, "no-early-writeback", false, "do not start the disk write of large writes at once (leave it to the kernel's flusher and fsync)")
 	addLimitFlags(f)
 	return cmd

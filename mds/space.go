@@ -1,0 +1,56 @@
+package mds
+
+import (
+	"fmt"
+	"log"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/internal/diskspace"
+)
+
+// The space an MDT keeps back (internal/diskspace). New inodes, entries
+// and xattrs are refused with ENOSPC once the disk under the database has
+// no more than the reserve left, long before Pebble would fail a commit
+// (which it treats as fatal): deletes, renames, recovery and Pebble's own
+// flushes and compactions always find room, and the refusals end by
+// themselves once space comes back.
+
+// spaceCheckEvery bounds how often the disk is asked: a create storm on a
+// nearly full disk overshoots by at most that much of its records, far
+// less than the minimum reserve.
+const spaceCheckEvery = 100 * time.Millisecond
+
+type spaceGuard struct {
+	index   int
+	dir     string // "" when the database is not on a disk of its own (tests)
+	reserve diskspace.Reserve
+	checked atomic.Int64 // unix ns of the last look at the disk
+	full    atomic.Bool
+	refused atomic.Int64
+}
+
+// room fails op with ENOSPC while the disk has no more than the reserve.
+func (g *spaceGuard) room(op string, what any) error {
+	if g.dir == "" {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	if last := g.checked.Load(); now-last >= int64(spaceCheckEvery) && g.checked.CompareAndSwap(last, now) {
+		usable, err := g.reserve.Usable(g.dir)
+		full := err == nil && usable == 0
+		if was := g.full.Swap(full); was != full {
+			if full {
+				log.Printf("mdt%d: the disk under %s is down to its reserve (%s, at least %d MiB): new inodes, entries and xattrs get ENOSPC until space comes back", g.index, g.dir, g.reserve, diskspace.MinReserve>>20)
+			} else {
+				log.Printf("mdt%d: space came back under %s: new inodes, entries and xattrs are taken again", g.index, g.dir)
+			}
+		}
+	}
+	if g.full.Load() {
+		g.refused.Add(1)
+		return fmt.Errorf("mdt%d: %s %v: the MDT's disk is down to its reserve: %w", g.index, op, what, syscall.ENOSPC)
+	}
+	return nil
+}
