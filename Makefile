@@ -7,7 +7,7 @@ FUZZTIME ?= 100000x
 # Packages whose state is shared between goroutines: tested with -race.
 RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./nodemap/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/...
 
-.PHONY: build run test test-unit test-e2e fuzz lint bench bench-dne install clean
+.PHONY: build run test test-unit test-e2e test-e2e-race fuzz lint bench bench-dne install clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/stripefs
@@ -17,7 +17,7 @@ run: build
 	@echo "stripefs: data in $(RUNDIR)/data, mounted at $(RUNDIR)/mnt (Ctrl-C unmounts and stops)"
 	./$(BIN) up --data $(RUNDIR)/data --mount $(RUNDIR)/mnt -o allow_other
 
-test: lint test-unit test-e2e fuzz
+test: lint test-unit test-e2e test-e2e-race fuzz
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -28,6 +28,13 @@ test-unit:
 
 test-e2e: build
 	$(GO) test -count=1 -timeout 30m ./e2e/... ./bench/... ./cmd/...
+
+# The restart, recovery, fault and data-path tests again, with the server
+# and mount processes built with the race detector (a race they report
+# fails the test).
+E2E_RACE_TESTS := Kill9Restart|MDTKilledDuringMkdirStorm|OSTOutage|FullDisks|OSTFullENOSPC|NFSPatternCoalesced|WriteMixes|KilledHolderIsEvicted
+test-e2e-race:
+	STRIPEFS_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run '^Test($(E2E_RACE_TESTS))$$' ./e2e/
 
 # Brief runs of each fuzz target, counted in executions: a duration can end
 # in a spurious "context deadline exceeded" on a loaded machine (Go 1.26's

@@ -59,6 +59,10 @@ func Key(t testing.TB) string {
 	return keyPath
 }
 
+// RaceEnv, set, builds the server and mount processes with the race
+// detector; a race any of them reports fails the test (make test-e2e-race).
+const RaceEnv = "STRIPEFS_E2E_RACE"
+
 // Binary builds cmd/stripefs once per test process and returns its path
 // (and makes the process's key, Key).
 func Binary(t testing.TB) string {
@@ -71,7 +75,11 @@ func Binary(t testing.TB) string {
 		}
 		_ = os.Chmod(dir, 0o755) // tests run the tools as other users too
 		binPath = filepath.Join(dir, "stripefs")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/stripefs/stripefs/cmd/stripefs").CombinedOutput()
+		args := []string{"build", "-o", binPath}
+		if os.Getenv(RaceEnv) != "" {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "github.com/stripefs/stripefs/cmd/stripefs")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -332,8 +340,17 @@ func (c *Cluster) stopAll() {
 			c.Stop(p)
 		}
 	}
+	all := append(append(append(append([]*Proc(nil), c.MDTs...), c.OSTs...), c.Mount), c.Mounts...)
+	for _, p := range all {
+		if p == nil {
+			continue
+		}
+		if b, err := os.ReadFile(p.Log); err == nil && bytes.Contains(b, []byte("WARNING: DATA RACE")) {
+			c.t.Errorf("%s reported a data race (see its log below)", p.Name)
+		}
+	}
 	if c.t.Failed() {
-		for _, p := range append(append(append(append([]*Proc(nil), c.MDTs...), c.OSTs...), c.Mount), c.Mounts...) {
+		for _, p := range all {
 			if p != nil {
 				c.t.Logf("--- %s log:\n%s", p.Name, tail(p.Log))
 			}
