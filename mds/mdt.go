@@ -23,8 +23,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/stripefs/stripefs/internal/nodemapsync"
 	"github.com/stripefs/stripefs/internal/diskspace"
+	"github.com/stripefs/stripefs/internal/nodemapsync"
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/proto"

@@ -82,7 +82,7 @@ type OST struct {
 	cfg     Config
 	dir     string // DataDir/O
 	reserve diskspace.Reserve
-	Srv *rpc.Server
+	Srv     *rpc.Server
 	// nodemaps is the OST's copy of the nodemaps: read-only groups'
 	// clients change nothing here either.
 	nodemaps *nodemapsync.Follower
