@@ -28,6 +28,14 @@ const (
 // for, else dir's default, else dir's own MDT.
 func (m *MDT) mkdirTarget(ctx context.Context, dir *inode, asked int32) (uint32, error) {
 	self := uint32(m.cfg.Index)
+	if first, ok := firstAttr(ctx); ok && !first.FID.IsZero() && kindOf(first.FID) == proto.FIDPlain {
+		// A replay goes where the first mkdir went, whatever the
+		// round robin says now: the client uses the FID it was given
+		// there (childFID, replayedFID).
+		if mdt := first.FID.MDT(); mdt >= 0 && mdt < m.numMDTs(ctx) {
+			return uint32(mdt), nil
+		}
+	}
 	idx := int32(-2)
 	switch {
 	case asked >= 0:

@@ -262,10 +262,12 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, raw []byte, redo, stri
 			if err := wire.Unmarshal(u.Inode, n); err != nil {
 				return nil, fmt.Errorf("mdt%d: %s: bad inode: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
 			}
-			if redo {
-				if _, err := p.inode(n.Attr.FID); err == nil {
-					continue
-				}
+			// An inode that exists already is kept, redo or not: a FID
+			// names one object only, and a mkdir replayed with its first
+			// FID (replayedFID) finds its directory here if the first push
+			// arrived before the coordinator lost the record.
+			if _, err := p.inode(n.Attr.FID); err == nil {
+				continue
 			}
 			m.newInode(b, n)
 			p.inodes[n.Attr.FID] = n
@@ -1047,8 +1049,11 @@ func (m *MDT) sweep() {
 		}
 		durable[p] = st.Applied
 	}
-	// Cancel the longest prefix whose parts are all durable; redo lost parts.
+	// Cancel the longest prefix whose parts are all durable; redo every
+	// lost part (after a participant's crash there are many: one redo per
+	// sweep left a namespace dangling for seconds).
 	var cancel []proto.TxnID
+	prefix := true // cancel stays a prefix of mine
 	for i, r := range mine {
 		applied := map[uint32]bool{self: true}
 		for _, p := range r.Participants() {
@@ -1065,12 +1070,16 @@ func (m *MDT) sweep() {
 					_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(r)})
 				}
 			}
-			break // cancel after the redo is durable, next sweep
+			prefix = false // cancel after the redo is durable, next sweep
+			continue
 		}
 		if !dtx.CanCancel(r, applied) {
-			break
+			prefix = false
+			continue
 		}
-		cancel = append(cancel, toWire(r.ID))
+		if prefix {
+			cancel = append(cancel, toWire(r.ID))
+		}
 	}
 	if len(cancel) == 0 {
 		return

@@ -124,7 +124,10 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	// under the hold of m.mu that found the name free, and the parent as
 	// read then is still right. Otherwise the name is reserved while a
 	// block of FIDs is reserved on target, and the parent read again.
-	fid, pooled := m.pooledFID(target, proto.FIDPlain)
+	fid, pooled := m.replayedFID(ctx, target)
+	if !pooled {
+		fid, pooled = m.pooledFID(target, proto.FIDPlain)
+	}
 	var known []*inode
 	if pooled {
 		known = []*inode{dir}
@@ -372,6 +375,15 @@ func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
 	if !ok {
 		l.rec = m.recordCreating(r.FID) // its push failed, or is over
 	}
+	if l.rec == nil && m.win.open.Load() {
+		// Restarted and still taking replays: the record may be one a
+		// client is about to replay here (this MDT lost it with its
+		// unsynced changes). "No record" can only be said after.
+		if err := m.admit(ctx); err != nil {
+			return nil, err
+		}
+		return m.txnPull(ctx, r)
+	}
 	if l.rec == nil {
 		return &proto.TxnPullReply{}, nil
 	}
@@ -417,6 +429,20 @@ func (e *missingInode) Error() string {
 }
 
 func (e *missingInode) Unwrap() error { return syscall.ENOENT }
+
+// replayedFID is, for a remote mkdir replayed after this MDT lost it in a
+// crash, the FID its first reply gave: the client already uses it (its
+// kernel's inode, its next mkdir inside), and target reserved it for this
+// MDT alone, so it is still this directory's to take. A new FID would
+// leave the client's with no inode (ENOENT) and no record to pull.
+func (m *MDT) replayedFID(ctx context.Context, target uint32) (proto.FID, bool) {
+	first, ok := firstAttr(ctx)
+	f := first.FID
+	if !ok || f.IsZero() || f.MDT() != int(target) || kindOf(f) != proto.FIDPlain {
+		return proto.FID{}, false
+	}
+	return f, true
+}
 
 // pullOnMiss wraps the client methods: a request that found no inode for
 // a FID this MDT granted to a coordinator pulls the record that creates
