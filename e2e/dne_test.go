@@ -115,14 +115,27 @@ func TestRemoteDirectories(t *testing.T) {
 func TestMDTKilledDuringMkdirStorm(t *testing.T) {
 	c, mnt := mount(t)
 	const workers, per = 4, 250
+	var busy, made atomic.Int64
 	dir, errs := storm(t, mnt, "storm", workers, per, func(dir string, w, i int) error {
-		return os.Mkdir(filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i)), 0o755)
+		busy.Add(1)
+		defer busy.Add(-1)
+		err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("d%d-%d", w, i)), 0o755)
+		if err == nil {
+			made.Add(1)
+		}
+		return err
 	})
 	done := make(chan struct{})
+	var notMid []string
 	go func() {
 		defer close(done)
 		for _, m := range c.MDTs {
 			time.Sleep(150 * time.Millisecond)
+			// The kill must land in the storm: mkdirs in flight, and
+			// more to come after the restart.
+			if busy.Load() == 0 || made.Load() >= workers*per-workers {
+				notMid = append(notMid, m.Name)
+			}
 			c.Kill9(m)
 			time.Sleep(200 * time.Millisecond)
 			c.Restart(m)
@@ -134,6 +147,9 @@ func TestMDTKilledDuringMkdirStorm(t *testing.T) {
 		}
 	}
 	<-done
+	if len(notMid) > 0 {
+		t.Fatalf("the kills of %v did not land in the storm (no mkdir in flight, or the storm nearly over)", notMid)
+	}
 	ents, err := os.ReadDir(dir)
 	must(t, err)
 	if len(ents) != workers*per {
