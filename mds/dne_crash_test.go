@@ -349,19 +349,21 @@ func crashRun(t *testing.T, seed int64) {
 	live := map[key]entry{}      // what the MDTs acknowledged
 	committed := map[key]entry{} // acknowledged before the last fsync of both
 	touched := map[key]bool{}    // names changed since that fsync: either state may survive
-	// Errors a random operation may rightly get; anything else fails.
-	expected := []syscall.Errno{syscall.EEXIST, syscall.ENOENT, syscall.ENOTDIR, syscall.EISDIR, syscall.ENOTEMPTY, syscall.EPERM}
-	check := func(op int, what string, err error) bool {
-		t.Logf("op %d: %s: %v", op, what, err)
-		for _, e := range expected {
-			if errors.Is(err, e) {
-				return false
-			}
+	// Every operation's outcome is the model's (live): the errno it must
+	// get, or success. Directories made here stay empty (names are only
+	// ever made in the two parents), so ENOTEMPTY never is right.
+	check := func(op int, what string, want syscall.Errno, err error) bool {
+		t.Logf("op %d: %s: %v (model: %v)", op, what, err, want)
+		if want == 0 && err != nil || want != 0 && !errors.Is(err, want) {
+			t.Fatalf("op %d %s: got %v, the model says %v", op, what, err, errnoName(want))
 		}
-		if err != nil {
-			t.Fatalf("op %d %s: %v", op, what, err)
+		return err == nil
+	}
+	exists := func(k key) syscall.Errno {
+		if _, ok := live[k]; ok {
+			return syscall.EEXIST
 		}
-		return true
+		return 0
 	}
 	randKey := func() key { return key{parents[rng.IntN(2)], fmt.Sprintf("n%d", rng.IntN(10))} }
 	nops := 5 + rng.IntN(40)
@@ -374,21 +376,30 @@ func crashRun(t *testing.T, seed int64) {
 			var ar proto.AttrReply
 			err := p.call(k.parent.MDT(), proto.MMkdir, &proto.MkdirReq{Parent: k.parent, Name: k.name, Mode: 0o755, MDT: target}, &ar)
 			touched[k] = true
-			if check(op, fmt.Sprintf("mkdir %s/%s on mdt%d", k.parent, k.name, target), err) {
+			if check(op, fmt.Sprintf("mkdir %s/%s on mdt%d", k.parent, k.name, target), exists(k), err) {
 				live[k] = entry{ar.Attr.FID, true}
 			}
 		case r < 6:
 			var ar proto.AttrReply
 			err := p.call(k.parent.MDT(), proto.MCreate, &proto.CreateReq{Parent: k.parent, Name: k.name, Mode: syscall.S_IFIFO | 0o644, Excl: true}, &ar)
 			touched[k] = true
-			if check(op, fmt.Sprintf("mknod %s/%s", k.parent, k.name), err) {
+			if check(op, fmt.Sprintf("mknod %s/%s", k.parent, k.name), exists(k), err) {
 				live[k] = entry{ar.Attr.FID, false}
 			}
 		case r < 9:
 			dir := rng.IntN(2) == 0
 			err := p.call(k.parent.MDT(), proto.MUnlink, &proto.UnlinkReq{Parent: k.parent, Name: k.name, Dir: dir}, &proto.UnlinkReply{})
 			touched[k] = true
-			if check(op, fmt.Sprintf("unlink(dir=%v) %s/%s", dir, k.parent, k.name), err) {
+			var want syscall.Errno
+			switch e, ok := live[k]; {
+			case !ok:
+				want = syscall.ENOENT
+			case e.dir && !dir:
+				want = syscall.EISDIR
+			case !e.dir && dir:
+				want = syscall.ENOTDIR
+			}
+			if check(op, fmt.Sprintf("unlink(dir=%v) %s/%s", dir, k.parent, k.name), want, err) {
 				delete(live, k)
 			}
 		case r < 14:
@@ -400,7 +411,22 @@ func crashRun(t *testing.T, seed int64) {
 			err := p.call(src.parent.MDT(), proto.MRename, &proto.RenameReq{SrcParent: src.parent, SrcName: src.name,
 				DstParent: dst.parent, DstName: dst.name, Flags: flags}, &proto.RenameReply{})
 			touched[src], touched[dst] = true, true
-			if check(op, fmt.Sprintf("rename(%d) %s/%s → %s/%s", flags, src.parent, src.name, dst.parent, dst.name), err) {
+			var want syscall.Errno
+			se, sok := live[src]
+			de, dok := live[dst]
+			switch {
+			case !sok:
+				want = syscall.ENOENT
+			case dok && flags&proto.RenameNoReplace != 0:
+				want = syscall.EEXIST // even onto itself, as Linux's renameat2
+			case src == dst || dok && de == se:
+				// The same name, or two links of one file: nothing to do.
+			case dok && se.dir && !de.dir:
+				want = syscall.ENOTDIR
+			case dok && !se.dir && de.dir:
+				want = syscall.EISDIR
+			}
+			if check(op, fmt.Sprintf("rename(%d) %s/%s → %s/%s", flags, src.parent, src.name, dst.parent, dst.name), want, err) {
 				if e := live[src]; live[dst] != e {
 					live[dst] = e
 					delete(live, src)
@@ -421,7 +447,7 @@ func crashRun(t *testing.T, seed int64) {
 			e := live[files[rng.IntN(len(files))]]
 			err := p.call(k.parent.MDT(), proto.MLink, &proto.LinkReq{FID: e.fid, Parent: k.parent, Name: k.name}, &proto.AttrReply{})
 			touched[k] = true
-			if check(op, fmt.Sprintf("link %s as %s/%s", e.fid, k.parent, k.name), err) {
+			if check(op, fmt.Sprintf("link %s as %s/%s", e.fid, k.parent, k.name), exists(k), err) {
 				live[k] = e
 			}
 		default:
@@ -1117,4 +1143,12 @@ func TestPeerRestartDuringReservation(t *testing.T) {
 	if _, err := p.lookup(proto.RootFID, "d"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// errnoName is "success" for 0, the errno's text otherwise.
+func errnoName(e syscall.Errno) string {
+	if e == 0 {
+		return "success"
+	}
+	return e.Error()
 }
