@@ -276,3 +276,43 @@ func TestReadAheadLoans(t *testing.T) {
 	}
 	t.Logf("%d of %d reads lent from read-ahead chunks", lent, 3*len(want)/step)
 }
+
+// A grant heard of too long ago is not counted on: the OST may have taken
+// it back from an idle client without a way to say so. The first write
+// after that asks again (an empty write) and then caches as before; one
+// within the freshness asks nothing.
+func TestStaleGrantAskedAgain(t *testing.T) {
+	fs.SetGrantFresh(t, 300*time.Millisecond)
+	c := start(t, 1, 1)
+	ctx := context.Background()
+	write := func(name string) {
+		t.Helper()
+		_, f, err := c.Create(ctx, root, name, 0o644, 0, true, true, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(ctx, make([]byte, 256<<10), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("first")
+	asks := fs.CounterOf(c, "grant_asks")
+	if asks != 1 {
+		t.Fatalf("%d grant asks for a first write to one OST, want 1", asks)
+	}
+	write("soon")
+	if n := fs.CounterOf(c, "grant_asks"); n != asks {
+		t.Fatalf("a write within the grant's freshness asked again (%d asks)", n)
+	}
+	time.Sleep(400 * time.Millisecond)
+	write("later")
+	if n := fs.CounterOf(c, "grant_asks"); n != asks+1 {
+		t.Fatalf("%d grant asks after the grant went stale, want %d", n, asks+1)
+	}
+	if n := fs.CounterOf(c, "write_through_chunks"); n != 0 {
+		t.Fatalf("%d chunks written through with a grant to be had", n)
+	}
+}

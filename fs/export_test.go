@@ -1,5 +1,7 @@
 package fs
 
+import "time"
+
 // SetOSTDown makes c's erasure-coded reads fail on ost as if it could not
 // be reached (or takes it back): tests of degraded reads.
 func SetOSTDown(c *Client, ost uint32, down bool) {
@@ -21,4 +23,12 @@ func CounterOf(c *Client, name string) int64 {
 		}
 	}
 	return -1
+}
+
+// SetGrantFresh changes how long an OST's word on a grant is taken, for
+// the test's duration.
+func SetGrantFresh(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := grantFresh
+	grantFresh = d
+	t.Cleanup(func() { grantFresh = old })
 }

@@ -55,7 +55,8 @@ type grantState struct {
 
 	mu      sync.Mutex
 	osts    map[uint32]proto.GrantReply
-	charged map[uint32]int64 // chunk buffers not yet acknowledged, per OST
+	heard   map[uint32]time.Time // when each OST last reported the grant
+	charged map[uint32]int64     // chunk buffers not yet acknowledged, per OST
 	// overQuota: owners an OST said are near a hard limit (OverQuota),
 	// and when; their writes are written through for overQuotaTTL.
 	overQuota map[proto.Owner]time.Time
@@ -76,7 +77,7 @@ func (c *Client) grants() *grantState {
 	if v, ok := grantStates.Load(wp); ok {
 		return v.(*grantState)
 	}
-	g := &grantState{id: randomID(), osts: map[uint32]proto.GrantReply{}, charged: map[uint32]int64{}, overQuota: map[proto.Owner]time.Time{}, owners: map[proto.FID]ownerEntry{}}
+	g := &grantState{id: randomID(), osts: map[uint32]proto.GrantReply{}, heard: map[uint32]time.Time{}, charged: map[uint32]int64{}, overQuota: map[proto.Owner]time.Time{}, owners: map[proto.FID]ownerEntry{}}
 	v, loaded := grantStates.LoadOrStore(wp, g)
 	if !loaded {
 		runtime.AddCleanup(c, func(k weak.Pointer[Client]) { grantStates.Delete(k) }, wp)
@@ -158,7 +159,7 @@ func (c *Client) chargeIfCovered(lay proto.Layout, size int64, idxs []int64) boo
 		}
 	}
 	for o, n := range need {
-		if g.charged[o]+n > int64(g.osts[o].Grant) {
+		if g.charged[o]+n > int64(g.fresh(o).Grant) {
 			c.counters.grantShort.Add(1)
 			return false
 		}
@@ -169,9 +170,24 @@ func (c *Client) chargeIfCovered(lay proto.Layout, size int64, idxs []int64) boo
 	return true
 }
 
+// grantFresh is how long an OST's word on this client's grant is taken
+// without a newer reply: an OST takes back the grant of a client that
+// allocates nothing for a while (ost.Config.GrantIdle, 5 minutes by
+// default) and cannot say so until the client writes again.
+var grantFresh = 2 * time.Minute
+
+// fresh is what OST o last said of this client's grant, or nothing if it
+// said it too long ago. g.mu is held.
+func (g *grantState) fresh(o uint32) proto.GrantReply {
+	if time.Since(g.heard[o]) > grantFresh {
+		return proto.GrantReply{}
+	}
+	return g.osts[o]
+}
+
 // askGrants asks each OST the chunks idxs go to, and from which this
-// client holds no grant yet, for one: an empty write to the file's object
-// there, whose reply carries it.
+// client holds no grant it heard of lately, for one: an empty write to
+// the file's object there, whose reply carries it.
 func (c *Client) askGrants(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, idxs []int64) error {
 	g := c.grants()
 	asked := map[uint32]bool{}
@@ -179,7 +195,7 @@ func (c *Client) askGrants(ctx context.Context, fid proto.FID, lay proto.Layout,
 		osts, _ := chunkCharge(lay, size, idx)
 		for _, o := range osts {
 			g.mu.Lock()
-			_, known := g.osts[o]
+			known := time.Since(g.heard[o]) <= grantFresh
 			g.mu.Unlock()
 			if known || asked[o] {
 				continue
@@ -196,9 +212,7 @@ func (c *Client) askGrants(ctx context.Context, fid proto.FID, lay proto.Layout,
 			}
 			c.noteGrant(o, call)
 			g.mu.Lock()
-			if _, ok := g.osts[o]; !ok {
-				g.osts[o] = proto.GrantReply{} // it has none to give: do not ask again
-			}
+			g.heard[o] = time.Now() // even with none to give: not asked again soon
 			g.mu.Unlock()
 		}
 	}
@@ -259,6 +273,9 @@ func (c *Client) noteGrant(ost uint32, call *rpc.Call) {
 		} else {
 			delete(g.overQuota, req.Grant.Owner)
 		}
+	}
+	if r.Grant.Seq > 0 {
+		g.heard[ost] = time.Now()
 	}
 	if r.Grant.Seq > g.osts[ost].Seq {
 		g.osts[ost] = r.Grant
