@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/proto"
@@ -87,11 +88,15 @@ type index struct {
 	done      chan struct{}
 }
 
-func openIndex(dir, name string) (*index, bool, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// openIndex opens the index in dir, on fs (nil: the disk).
+func openIndex(dir, name string, fs vfs.FS) (*index, bool, error) {
+	opts := &pebble.Options{Logger: quietLogger{}}
+	if fs != nil {
+		opts.FS = fs
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, false, fmt.Errorf("%s: index: %w", name, err)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: open index %s: %w", name, dir, err)
 	}

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/internal/diskspace"
@@ -48,6 +49,9 @@ type Config struct {
 	// Capacity caps the bytes the OST allocates and promises; 0 means the
 	// disk's free space. It runs an OST "full" without filling a disk.
 	Capacity uint64
+	// IndexFS is the filesystem the index's Pebble runs on; nil means the
+	// disk. Power-loss tests pass vfs.NewCrashableMem.
+	IndexFS vfs.FS
 	// Reserve is what the OST keeps back of its disk (default
 	// diskspace.Default): neither granted nor allocated.
 	Reserve *diskspace.Reserve
@@ -168,7 +172,7 @@ func Open(cfg Config) (*OST, error) {
 	if cfg.FiemapFail {
 		log.Printf("%s: FIEMAP made to fail (test knob): allocated-range checks use SEEK_DATA/SEEK_HOLE", name)
 	}
-	idx, clean, err := openIndex(filepath.Join(cfg.DataDir, "index"), name)
+	idx, clean, err := openIndex(filepath.Join(cfg.DataDir, "index"), name, cfg.IndexFS)
 	if err != nil {
 		return nil, err
 	}
