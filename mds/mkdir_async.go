@@ -375,14 +375,27 @@ func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
 	if !ok {
 		l.rec = m.recordCreating(r.FID) // its push failed, or is over
 	}
-	if l.rec == nil && m.win.open.Load() {
-		// Restarted and still taking replays: the record may be one a
-		// client is about to replay here (this MDT lost it with its
-		// unsynced changes). "No record" can only be said after.
-		if err := m.admit(ctx); err != nil {
-			return nil, err
+	if l.rec == nil {
+		// Restarted and still redoing peers' logs or taking replays: the
+		// record may be one a client is about to replay here (this MDT
+		// lost it with its unsynced changes). "No record" can only be
+		// said after.
+		select {
+		case <-m.recovered:
+		default:
+			select {
+			case <-m.recovered:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return m.txnPull(ctx, r)
 		}
-		return m.txnPull(ctx, r)
+		if m.win.open.Load() {
+			if err := m.admit(ctx); err != nil {
+				return nil, err
+			}
+			return m.txnPull(ctx, r)
+		}
 	}
 	if l.rec == nil {
 		return &proto.TxnPullReply{}, nil
