@@ -132,8 +132,8 @@ func TestFullDisks(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			must(t, os.Remove(filepath.Join(dir, fmt.Sprintf("f%d", i))))
 		}
-		if s := snapshot(t, mnt).Counter("mdt1", "enospc_reserve"); s == 0 {
-			t.Error("mdt1 counted no refusal for its reserve")
+		if s := snapshot(t, mnt); s.Counter("mdt1", "enospc_reserve") == 0 || s.Counter("mdt1", "disk_at_reserve_now") != 1 {
+			t.Errorf("mdt1 full: enospc_reserve %d, disk_at_reserve_now %d", s.Counter("mdt1", "enospc_reserve"), s.Counter("mdt1", "disk_at_reserve_now"))
 		}
 		// Space back: taken again within the MDT's next look at its disk.
 		must(t, os.Remove(bal))
@@ -144,6 +144,9 @@ func TestFullDisks(t *testing.T) {
 			}
 		}
 		must(t, err)
+		if n := snapshot(t, mnt).Counter("mdt1", "disk_at_reserve_now"); n != 0 {
+			t.Errorf("mdt1 with space back: disk_at_reserve_now %d", n)
+		}
 	})
 
 	t.Run("ost", func(t *testing.T) {

@@ -88,6 +88,7 @@ func (m *MDT) registerDNE() {
 			{Name: "dtx_redone", Value: m.ctr.dtxRedone.Load()},
 			{Name: "dtx_cancelled", Value: m.ctr.dtxCancelled.Load()},
 			{Name: "enospc_reserve", Value: m.space.refused.Load()},
+			{Name: "disk_at_reserve_now", Value: b2i(m.space.atReserve())},
 			{Name: "dtx_pending", Value: m.ctr.dtxPending.Load()},
 			{Name: "dtx_dependency_syncs", Value: m.ctr.dtxDepSyncs.Load()},
 			{Name: "inodes", Value: m.inodes.Load()},

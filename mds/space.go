@@ -33,8 +33,18 @@ type spaceGuard struct {
 
 // room fails op with ENOSPC while the disk has no more than the reserve.
 func (g *spaceGuard) room(op string, what any) error {
+	if g.atReserve() {
+		g.refused.Add(1)
+		return fmt.Errorf("mdt%d: %s %v: the MDT's disk is down to its reserve: %w", g.index, op, what, syscall.ENOSPC)
+	}
+	return nil
+}
+
+// atReserve reports whether the disk is down to its reserve, looking
+// again if the last look is spaceCheckEvery old.
+func (g *spaceGuard) atReserve() bool {
 	if g.dir == "" {
-		return nil
+		return false
 	}
 	now := time.Now().UnixNano()
 	if last := g.checked.Load(); now-last >= int64(spaceCheckEvery) && g.checked.CompareAndSwap(last, now) {
@@ -48,9 +58,12 @@ func (g *spaceGuard) room(op string, what any) error {
 			}
 		}
 	}
-	if g.full.Load() {
-		g.refused.Add(1)
-		return fmt.Errorf("mdt%d: %s %v: the MDT's disk is down to its reserve: %w", g.index, op, what, syscall.ENOSPC)
+	return g.full.Load()
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
 	}
-	return nil
+	return 0
 }

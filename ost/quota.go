@@ -136,6 +136,7 @@ func (o *OST) counters() []rpc.Counter {
 		{Name: "grant_clients_now", Value: int64(sn.clients)},
 		{Name: "space_used_bytes_now", Value: int64(sn.used)},
 		{Name: "space_free_bytes_now", Value: int64(sn.free)},
+		{Name: "disk_at_reserve_now", Value: b2i(o.space.diskAvail() == 0)},
 		{Name: "enospc_errors", Value: c.enospc.Load()},
 		{Name: "quota_edquot_errors", Value: c.edquot.Load()},
 		{Name: "quota_acquires", Value: o.quota.Acquires.Load()},
@@ -163,4 +164,11 @@ func logOnce(msg string) {
 	}
 	logLimit.last = time.Now()
 	log.Print("ost: " + msg)
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
