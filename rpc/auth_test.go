@@ -348,9 +348,10 @@ func TestAuthFlavors(t *testing.T) {
 // a connection in its handshake after HelloTimeout; neither holds up
 // others, and a header's lengths alone do not allocate their bytes.
 func TestAuthSlowAndOversizedFrames(t *testing.T) {
-	s, addr := newServer(t, "127.0.0.1:0")
-	s.Limits.FrameTimeout = 300 * time.Millisecond
-	s.Limits.HelloTimeout = 300 * time.Millisecond
+	_, addr := newServer(t, "127.0.0.1:0", func(s *Server) {
+		s.Limits.FrameTimeout = 300 * time.Millisecond
+		s.Limits.HelloTimeout = 300 * time.Millisecond
+	})
 	good := NewClient(addr, "good")
 	defer good.Close()
 	if err := call(good, mEcho); err != nil {
@@ -394,10 +395,12 @@ func TestAuthSlowAndOversizedFrames(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	s.Limits.FrameTimeout = 10 * time.Second
+	// On a server whose frames may take their time (the bytes must not
+	// be cut off before they are measured).
+	_, patient := newServer(t, "127.0.0.1:0", func(s *Server) { s.Limits.FrameTimeout = 10 * time.Second })
 	var conns []net.Conn
 	for range 16 {
-		nc := authed(t, addr)
+		nc := authed(t, patient)
 		conns = append(conns, nc)
 		(&Header{Kind: KindRequest, Method: mEcho, BulkLen: 60 << 20}).Encode(hb)
 		nc.Write(append(hb, 1, 2, 3))
@@ -415,14 +418,18 @@ func TestAuthSlowAndOversizedFrames(t *testing.T) {
 	if err := call(good, mEcho); err != nil {
 		t.Fatalf("the good client after the bad ones: %v", err)
 	}
+	other := NewClient(patient, "good")
+	defer other.Close()
+	if err := call(other, mEcho); err != nil {
+		t.Fatalf("a client of the server with 16 announced frames: %v", err)
+	}
 }
 
 // Connections in their handshake are bounded per address: past the
 // limit the oldest are shut, while established clients keep being served
 // and a new one gets in.
 func TestAuthHelloFlood(t *testing.T) {
-	s, addr := newServer(t, "127.0.0.1:0")
-	s.Limits.MaxHellosPerAddr = 8
+	_, addr := newServer(t, "127.0.0.1:0", func(s *Server) { s.Limits.MaxHellosPerAddr = 8 })
 	good := NewClient(addr, "good")
 	defer good.Close()
 	if err := call(good, mEcho); err != nil {

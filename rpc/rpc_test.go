@@ -36,9 +36,12 @@ const (
 
 // newServer serves echo (bulk is returned reversed in order of calls),
 // sleep, an errno failure and a panicking handler.
-func newServer(t *testing.T, addr string) (*Server, string) {
+func newServer(t *testing.T, addr string, configure ...func(*Server)) (*Server, string) {
 	t.Helper()
 	s := NewServer("test")
+	for _, f := range configure { // before Serve: its goroutines read the settings
+		f(s)
+	}
 	s.Handle(mEcho, func(ctx context.Context, r *Request) (Reply, error) {
 		var req echoReq
 		if err := r.Decode(&req); err != nil {
