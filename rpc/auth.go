@@ -131,14 +131,31 @@ func clientProof(secret, th []byte) []byte {
 
 func serverSigned(th []byte) []byte { return append([]byte(keyLabel+"server proof"), th...) }
 
-// macKeys derives the integrity flavour's keys of each direction.
-func macKeys(shared, secret, th []byte) (c2s, s2c []byte, err error) {
-	ikm := append(append([]byte(nil), shared...), secret...)
-	if c2s, err = hkdf.Key(sha256.New, ikm, th, keyLabel+"mac client to server", 32); err != nil {
+// errKeyShare is a peer's X25519 share that is no key.
+var errKeyShare = errors.New("bad key share")
+
+// frameMACs are the integrity flavour's frame MACs of each direction,
+// keyed from the X25519 exchange (our ephemeral key, the peer's share),
+// the role secret and the transcript.
+func frameMACs(eph *ecdh.PrivateKey, peerShare, secret, th []byte) (c2s, s2c *frameMAC, err error) {
+	pub, err := ecdh.X25519().NewPublicKey(peerShare)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", errKeyShare, err)
+	}
+	shared, err := eph.ECDH(pub)
+	if err != nil {
 		return nil, nil, err
 	}
-	s2c, err = hkdf.Key(sha256.New, ikm, th, keyLabel+"mac server to client", 32)
-	return c2s, s2c, err
+	ikm := append(shared, secret...)
+	k1, err := hkdf.Key(sha256.New, ikm, th, keyLabel+"mac client to server", 32)
+	if err != nil {
+		return nil, nil, err
+	}
+	k2, err := hkdf.Key(sha256.New, ikm, th, keyLabel+"mac server to client", 32)
+	if err != nil {
+		return nil, nil, err
+	}
+	return newFrameMAC(k1), newFrameMAC(k2), nil
 }
 
 type authProof struct{ MAC []byte }
@@ -272,19 +289,11 @@ func (c *Client) clientHandshake(ctx context.Context, nc net.Conn, key *Key, rol
 	}
 	s := &session{conn: conn, r: &frameReader{r: r, c: conn}, w: w, peer: sh, role: role, group: group, flavor: sh.Flavor}
 	if sh.Flavor == FlavorIntegrity && !pipe {
-		pub, err := ecdh.X25519().NewPublicKey(sh.DH)
+		c2s, s2c, err := frameMACs(eph, sh.DH, secret, th)
 		if err != nil {
 			return nil, fmt.Errorf("%w: server's key share: %v", ErrAuth, err)
 		}
-		shared, err := eph.ECDH(pub)
-		if err != nil {
-			return nil, err
-		}
-		c2s, s2c, err := macKeys(shared, secret, th)
-		if err != nil {
-			return nil, err
-		}
-		s.w.mac, s.r.mac = newFrameMAC(c2s), newFrameMAC(s2c)
+		s.w.mac, s.r.mac = c2s, s2c
 	}
 	return s, nil
 }
@@ -410,19 +419,14 @@ func (s *Server) serverHandshake(nc net.Conn) (*session, error) {
 	ss := &session{conn: conn, r: &frameReader{r: r, c: conn, timeout: s.Limits.FrameTimeout}, w: w, peer: hi,
 		role: hi.Role, group: hi.Group, flavor: flavor}
 	if flavor == FlavorIntegrity && !pipe {
-		pub, err := ecdh.X25519().NewPublicKey(hi.DH)
-		if err != nil {
+		c2s, s2c, err := frameMACs(eph, hi.DH, secret, th)
+		if errors.Is(err, errKeyShare) {
 			return nil, refuse(KindAuth, "client %q: bad key share", hi.Name)
 		}
-		shared, err := eph.ECDH(pub)
 		if err != nil {
 			return nil, err
 		}
-		c2s, s2c, err := macKeys(shared, secret, th)
-		if err != nil {
-			return nil, err
-		}
-		ss.r.mac, ss.w.mac = newFrameMAC(c2s), newFrameMAC(s2c)
+		ss.r.mac, ss.w.mac = c2s, s2c
 	}
 	return ss, nil
 }
