@@ -232,46 +232,16 @@ type tamperProxy struct {
 }
 
 func newTamperProxy(t *testing.T, target string, flip int) *tamperProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tamperProxy{l: l, flip: flip}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			a, err := l.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", target)
-			if err != nil {
-				a.Close()
-				continue
-			}
-			go func() { io.Copy(a, b); a.Close() }()
-			go func() {
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := a.Read(buf)
-					if n > 0 {
-						p.mu.Lock()
-						off := p.seen.Len()
-						p.seen.Write(buf[:n])
-						if p.flip >= off && p.flip < off+n {
-							buf[p.flip-off] ^= 0x40
-						}
-						p.mu.Unlock()
-						b.Write(buf[:n])
-					}
-					if err != nil {
-						b.Close()
-						return
-					}
-				}
-			}()
+	p := &tamperProxy{flip: flip}
+	p.l = relay(t, target, func(b []byte) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		off := p.seen.Len()
+		p.seen.Write(b)
+		if p.flip >= off && p.flip < off+len(b) {
+			b[p.flip-off] ^= 0x40
 		}
-	}()
+	}, nil)
 	return p
 }
 

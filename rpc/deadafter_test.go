@@ -14,50 +14,19 @@ import (
 // server process or a cut-off network does (no RST, no FIN).
 type freezeProxy struct {
 	l      net.Listener
-	mu     sync.Mutex
 	frozen chan struct{}
 }
 
 func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezeProxy{l: l, frozen: make(chan struct{})}
-	t.Cleanup(func() { l.Close() })
-	relay := func(dst, src net.Conn) {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			select {
-			case <-p.frozen:
-				<-make(chan struct{}) // hold the bytes and the socket
-			default:
-			}
-			if n > 0 {
-				dst.Write(buf[:n])
-			}
-			if err != nil {
-				dst.Close()
-				return
-			}
+	p := &freezeProxy{frozen: make(chan struct{})}
+	hold := func([]byte) {
+		select {
+		case <-p.frozen:
+			<-make(chan struct{}) // hold the bytes and the socket
+		default:
 		}
 	}
-	go func() {
-		for {
-			a, err := l.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", target)
-			if err != nil {
-				a.Close()
-				continue
-			}
-			go relay(a, b)
-			go relay(b, a)
-		}
-	}()
+	p.l = relay(t, target, hold, hold)
 	return p
 }
 
