@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -74,6 +75,11 @@ func runOp(op string) int {
 	}
 	var err error
 	switch f[0] {
+	case "writefile": // PATH BYTES: writeSteps; prints errno, failing step, bytes taken
+		n, _ := strconv.Atoi(f[2])
+		took, step, err := writeSteps(f[1], n)
+		fmt.Println(int(errnoOf(err)), cmp.Or(step, "-"), took)
+		return 0
 	case "create":
 		var fd int
 		fd, err = syscall.Open(f[1], syscall.O_CREAT|syscall.O_WRONLY|syscall.O_EXCL, 0o644)
@@ -123,8 +129,7 @@ func runOp(op string) int {
 // errno it got (0 for success).
 func asUser(t *testing.T, uid, gid uint32, groups []uint32, op string) syscall.Errno {
 	t.Helper()
-	cmd := exec.Command(helperBinary(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), "STRIPEFS_OP="+op)
+	cmd := helperCmd(t, op)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}}
 	out, err := cmd.Output()
 	if err != nil {
@@ -135,6 +140,14 @@ func asUser(t *testing.T, uid, gid uint32, groups []uint32, op string) syscall.E
 		t.Fatalf("helper %q: output %q", op, out)
 	}
 	return syscall.Errno(n)
+}
+
+// helperCmd is the helper running op (runOp), not yet started, as the
+// test's user unless the caller sets a credential.
+func helperCmd(t *testing.T, op string) *exec.Cmd {
+	cmd := exec.Command(helperBinary(t), "-test.run=^$")
+	cmd.Env = append(os.Environ(), "STRIPEFS_OP="+op)
+	return cmd
 }
 
 var (

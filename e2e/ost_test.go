@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,27 +23,6 @@ import (
 
 // Grants, quotas and the OST's allocated-range accounting, through real
 // server processes and a mount.
-
-// The helper op of this file runs in a copy of the test binary as another
-// user (init runs before TestMain): STRIPEFS_OST_OP="writefile PATH BYTES"
-// writes BYTES to a new file, fsyncs and closes it, and prints the errno
-// of the first step that failed (0 if none), that step, and the bytes
-// write() took.
-func init() {
-	op := os.Getenv("STRIPEFS_OST_OP")
-	if op == "" {
-		return
-	}
-	f := strings.Fields(op)
-	if len(f) != 3 || f[0] != "writefile" {
-		fmt.Println("bad op")
-		os.Exit(2)
-	}
-	n, _ := strconv.Atoi(f[2])
-	took, step, err := writeSteps(f[1], n)
-	fmt.Println(int(errnoOf(err)), cmp.Or(step, "-"), took)
-	os.Exit(0)
-}
 
 // writeSyncClose writes n bytes of a pattern to a new file path, fsyncs
 // and closes it; it returns the first error.
@@ -99,13 +77,19 @@ func asUserWrite(t *testing.T, uid, gid uint32, path string, n int) syscall.Errn
 // asUserWriteSteps runs writeSteps as uid:gid.
 func asUserWriteSteps(t *testing.T, uid, gid uint32, path string, n int) (syscall.Errno, string, int) {
 	t.Helper()
-	cmd := exec.Command(helperBinary(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("STRIPEFS_OST_OP=writefile %s %d", path, n))
+	cmd := helperCmd(t, fmt.Sprintf("writefile %s %d", path, n))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("helper write as %d: %v %s", uid, err, out)
 	}
+	return parseSteps(t, out)
+}
+
+// parseSteps reads the "writefile" op's output: errno, the step that
+// failed ("" if none), and the bytes write() took.
+func parseSteps(t *testing.T, out []byte) (syscall.Errno, string, int) {
+	t.Helper()
 	var errno, took int
 	var step string
 	if _, err := fmt.Sscanf(string(out), "%d %s %d", &errno, &step, &took); err != nil {

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"cmp"
+	"bytes"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,54 +13,16 @@ import (
 	"github.com/stripefs/stripefs/internal/testcluster"
 )
 
-// The helper op of this file runs in a copy of the test binary:
-// STRIPEFS_OUTAGE_OP="read PATH" reads the file to its end, "write PATH
-// BYTES" is writeSteps; each prints the errno, the step that failed and
-// the bytes done.
-func init() {
-	op := os.Getenv("STRIPEFS_OUTAGE_OP")
-	if op == "" {
-		return
-	}
-	f := strings.Fields(op)
-	switch {
-	case len(f) == 2 && f[0] == "read":
-		b, err := os.ReadFile(f[1])
-		fmt.Println(int(errnoOf(err)), "read", len(b))
-	case len(f) == 3 && f[0] == "write":
-		n, _ := strconv.Atoi(f[2])
-		took, step, err := writeSteps(f[1], n)
-		fmt.Println(int(errnoOf(err)), cmp.Or(step, "-"), took)
-	default:
-		fmt.Println("bad op")
-		os.Exit(2)
-	}
-	os.Exit(0)
-}
-
-// outageCmd is the helper running op, not yet started.
-func outageCmd(t *testing.T, op string) *exec.Cmd {
-	cmd := exec.Command(helperBinary(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), "STRIPEFS_OUTAGE_OP="+op)
-	return cmd
-}
-
-// outageOp runs op and returns its errno, failing step and how long it
-// took.
-func outageOp(t *testing.T, op string) (syscall.Errno, string, time.Duration) {
+// timed runs the helper op (runOp) to its end and returns its output and
+// how long it took.
+func timed(t *testing.T, op string) ([]byte, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	out, err := outageCmd(t, op).Output()
-	took := time.Since(start)
+	out, err := helperCmd(t, op).Output()
 	if err != nil {
 		t.Fatalf("helper %q: %v %s", op, err, out)
 	}
-	var errno, n int
-	var step string
-	if _, err := fmt.Sscanf(string(out), "%d %s %d", &errno, &step, &n); err != nil {
-		t.Fatalf("helper %q: output %q: %v", op, out, err)
-	}
-	return syscall.Errno(errno), step, took
+	return out, time.Since(start)
 }
 
 // A reader and a writer of files whose OST is down get EIO within
@@ -86,10 +46,11 @@ func TestOSTOutage(t *testing.T) {
 
 	check := func(what string, bound time.Duration) {
 		t.Helper()
-		if e, step, took := outageOp(t, "read "+r); e != syscall.EIO || took > bound {
-			t.Errorf("%s: reader got %v at %s after %s, want EIO within %s", what, e, step, took.Round(time.Millisecond), bound)
+		if out, took := timed(t, "read "+r); strings.TrimSpace(string(out)) != strconv.Itoa(int(syscall.EIO)) || took > bound {
+			t.Errorf("%s: reader got errno %s after %s, want EIO within %s", what, bytes.TrimSpace(out), took.Round(time.Millisecond), bound)
 		}
-		if e, step, took := outageOp(t, fmt.Sprintf("write %s %d", w, 32<<20)); e != syscall.EIO || took > bound {
+		out, took := timed(t, fmt.Sprintf("writefile %s %d", w, 32<<20))
+		if e, step, _ := parseSteps(t, out); e != syscall.EIO || took > bound {
 			t.Errorf("%s: writer got %v at %s after %s, want EIO within %s", what, e, step, took.Round(time.Millisecond), bound)
 		}
 	}
@@ -97,15 +58,15 @@ func TestOSTOutage(t *testing.T) {
 	check("OST killed", retry+5*time.Second)
 
 	c.Restart(ost0)
-	if e, _, _ := outageOp(t, "read "+r); e != 0 {
-		t.Fatalf("read after the OST came back: %v", e)
+	if out, _ := timed(t, "read "+r); strings.TrimSpace(string(out)) != "0" {
+		t.Fatalf("read after the OST came back: errno %s", out)
 	}
 	c.Signal(ost0, syscall.SIGSTOP)
 	t.Cleanup(func() { _ = syscall.Kill(ost0.Pid(), syscall.SIGCONT) })
 	check("OST stopped", deadAfter+retry+5*time.Second)
 
 	// A program blocked on the stopped OST ends when killed, at once.
-	cmd := outageCmd(t, "read "+r)
+	cmd := helperCmd(t, "read "+r)
 	must(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
