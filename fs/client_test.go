@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stripefs/stripefs/cluster"
 	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/internal/testcluster"
 	"github.com/stripefs/stripefs/proto"
 )
 
@@ -22,17 +22,7 @@ import (
 // race detector sees every goroutine.
 func start(t *testing.T, mdts, osts int) *fs.Client {
 	t.Helper()
-	ctx := context.Background()
-	cl, err := cluster.Start(ctx, cluster.Spec{DataDir: t.TempDir(), MDTs: mdts, OSTs: osts, InProc: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	c, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, _ := testcluster.InProc(t, mdts, osts, fs.Options{})
 	return c
 }
 

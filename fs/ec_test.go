@@ -11,6 +11,7 @@ import (
 
 	"github.com/stripefs/stripefs/cluster"
 	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/internal/testcluster"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -18,19 +19,7 @@ import (
 // startWith is start with client options.
 func startWith(t *testing.T, mdts, osts int, opts fs.Options) (*fs.Client, *cluster.Cluster) {
 	t.Helper()
-	ctx := context.Background()
-	cl, err := cluster.Start(ctx, cluster.Spec{DataDir: t.TempDir(), MDTs: mdts, OSTs: osts, InProc: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	opts.MGS, opts.Name = cl.MGS, t.Name()
-	c, err := fs.Connect(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, cl
+	return testcluster.InProc(t, mdts, osts, opts)
 }
 
 func createWithLayout(t *testing.T, c *fs.Client, name, lay string) (*proto.Attr, *fs.File) {

@@ -18,8 +18,8 @@ import (
 	nfsc "github.com/willscott/go-nfs-client/nfs"
 	"github.com/willscott/go-nfs-client/nfs/rpc"
 
-	"github.com/stripefs/stripefs/cluster"
 	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/internal/testcluster"
 	"github.com/stripefs/stripefs/proto"
 )
 
@@ -27,17 +27,7 @@ import (
 // every goroutine but the NFS client's) and a gateway over TCP loopback.
 func startGateway(t *testing.T, opts Options) (*Gateway, *fs.Client, string) {
 	t.Helper()
-	ctx := context.Background()
-	cl, err := cluster.Start(ctx, cluster.Spec{DataDir: t.TempDir(), MDTs: 2, OSTs: 4, InProc: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	c, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, _ := testcluster.InProc(t, 2, 4, fs.Options{})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

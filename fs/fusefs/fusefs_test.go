@@ -2,7 +2,6 @@ package fusefs_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,9 +12,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stripefs/stripefs/cluster"
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/fs/fusefs"
+	"github.com/stripefs/stripefs/internal/testcluster"
 )
 
 // mountInProc mounts a cluster of servers in this process through the
@@ -29,17 +28,7 @@ func mountInProc(t *testing.T) string {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
-	ctx := context.Background()
-	cl, err := cluster.Start(ctx, cluster.Spec{DataDir: t.TempDir(), MDTs: 2, OSTs: 2, InProc: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	c, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c, _ := testcluster.InProc(t, 2, 2, fs.Options{})
 	dir := t.TempDir()
 	srv, err := fusefs.Mount(c, dir, fusefs.DefaultMountOptions())
 	if err != nil {
