@@ -495,10 +495,7 @@ func (f *File) Release(ctx context.Context) error {
 func (c *Client) dropDirty(st *inodeState) {
 	for idx, ch := range st.wb.dirty {
 		delete(st.wb.dirty, idx)
-		st.wb.held -= st.wb.size
-		c.dirtyBytes.Add(-st.wb.size)
-		c.uncharge(st.layout, st.wb.size, idx)
-		putBuf(ch.buf)
+		c.freeChunk(st, ch)
 	}
 	c.memFreed()
 }

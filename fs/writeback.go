@@ -171,10 +171,7 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 			c.flushFailures.Add(1)
 			c.requeue(st, ch)
 		} else {
-			wb.held -= wb.size
-			c.dirtyBytes.Add(-wb.size)
-			c.uncharge(lay, wb.size, ch.idx)
-			putBuf(ch.buf)
+			c.freeChunk(st, ch)
 		}
 		if next := wb.dirty[ch.idx]; next != nil && err == nil && (next.dirty.Covers(0, wb.size) || st.flushAll > 0) {
 			c.startFlush(st, next)
@@ -200,10 +197,7 @@ func (c *Client) requeue(st *inodeState, old *chunk) {
 			cur.dirty.Add(gap.Start, gap.End)
 		}
 	}
-	wb.held -= wb.size
-	c.dirtyBytes.Add(-wb.size)
-	c.uncharge(st.layout, wb.size, old.idx)
-	putBuf(old.buf)
+	c.freeChunk(st, old)
 }
 
 // sendChunk writes a chunk's dirty ranges to its object: one RPC for a
@@ -304,10 +298,7 @@ func (c *Client) dropDirtyRange(st *inodeState, start, end uint64, err error) {
 			continue
 		}
 		delete(wb.dirty, idx)
-		wb.held -= wb.size
-		c.dirtyBytes.Add(-wb.size)
-		c.uncharge(st.layout, wb.size, idx)
-		putBuf(ch.buf)
+		c.freeChunk(st, ch)
 		dropped = true
 	}
 	if dropped && st.lostErr == nil {
@@ -398,12 +389,7 @@ func (c *Client) waitForMemory(ctx context.Context, need int64) error {
 	c.counters.memoryWaits.Add(1)
 	c.memMu.Lock()
 	defer c.memMu.Unlock()
-	stop := context.AfterFunc(ctx, func() {
-		c.memMu.Lock()
-		c.memCond.Broadcast()
-		c.memMu.Unlock()
-	})
-	defer stop()
+	defer wakeOn(ctx, &c.memMu, c.memCond)()
 	failed := c.flushFailures.Load()
 	for c.dirtyBytes.Load()+need > c.opts.MaxDirty {
 		if ctx.Err() != nil {
@@ -441,12 +427,7 @@ func (c *Client) waitForFileMemory(ctx context.Context, st *inodeState) error {
 	if wb.held <= limit {
 		return nil
 	}
-	stop := context.AfterFunc(ctx, func() {
-		st.mu.Lock()
-		wb.done.Broadcast()
-		st.mu.Unlock()
-	})
-	defer stop()
+	defer wakeOn(ctx, &st.mu, wb.done)()
 	failed := wb.fails
 	for wb.held > limit {
 		if ctx.Err() != nil {
@@ -464,6 +445,27 @@ func (c *Client) waitForFileMemory(ctx context.Context, st *inodeState) error {
 		wb.done.Wait()
 	}
 	return nil
+}
+
+// freeChunk gives back the buffer of a chunk no longer held (flushed,
+// merged into a newer one, or dropped): its memory and its charge on the
+// grants. st.mu is held.
+func (c *Client) freeChunk(st *inodeState, ch *chunk) {
+	st.wb.held -= st.wb.size
+	c.dirtyBytes.Add(-st.wb.size)
+	c.uncharge(st.layout, st.wb.size, ch.idx)
+	putBuf(ch.buf)
+}
+
+// wakeOn wakes cond's waiters when ctx ends, so that a wait can look at
+// ctx.Err(); calling what it returns stops that.
+func wakeOn(ctx context.Context, l sync.Locker, cond *sync.Cond) func() {
+	stop := context.AfterFunc(ctx, func() {
+		l.Lock()
+		cond.Broadcast()
+		l.Unlock()
+	})
+	return func() { stop() }
 }
 
 func (c *Client) addDirty(n int64) {

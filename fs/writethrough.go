@@ -125,12 +125,7 @@ func (c *Client) settleChunks(ctx context.Context, st *inodeState, first, last i
 	wb := &st.wb
 	st.flushAll++ // completions start the chunk's next flush at once
 	defer func() { st.flushAll-- }()
-	stop := context.AfterFunc(ctx, func() {
-		st.mu.Lock()
-		wb.done.Broadcast()
-		st.mu.Unlock()
-	})
-	defer stop()
+	defer wakeOn(ctx, &st.mu, wb.done)()
 	failed := wb.fails
 	for {
 		busy := false
