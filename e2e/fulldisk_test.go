@@ -126,14 +126,14 @@ func TestFullDisks(t *testing.T) {
 		if d := time.Since(t0); d > time.Second {
 			t.Errorf("a create on a full MDT took %s to fail", d)
 		}
+		if s := snapshot(t, mnt); s.Counter("mdt1", "enospc_reserve") == 0 || s.Counter("mdt1", "disk_at_reserve_now") != 1 {
+			t.Errorf("mdt1 full: enospc_reserve %d, disk_at_reserve_now %d", s.Counter("mdt1", "enospc_reserve"), s.Counter("mdt1", "disk_at_reserve_now"))
+		}
 		if _, err := unix.Getxattr(filepath.Join(dir, "f0"), "user.fill", make([]byte, 64<<10)); err != nil {
 			t.Errorf("reading an xattr on a full MDT: %v", err)
 		}
 		for i := 0; i < 10; i++ {
 			must(t, os.Remove(filepath.Join(dir, fmt.Sprintf("f%d", i))))
-		}
-		if s := snapshot(t, mnt); s.Counter("mdt1", "enospc_reserve") == 0 || s.Counter("mdt1", "disk_at_reserve_now") != 1 {
-			t.Errorf("mdt1 full: enospc_reserve %d, disk_at_reserve_now %d", s.Counter("mdt1", "enospc_reserve"), s.Counter("mdt1", "disk_at_reserve_now"))
 		}
 		// Space back: taken again within the MDT's next look at its disk.
 		must(t, os.Remove(bal))

@@ -22,6 +22,10 @@ import (
 // less than the minimum reserve.
 const spaceCheckEvery = 100 * time.Millisecond
 
+// leaveReserve is how much must be free beyond the reserve before a full
+// MDT takes new names again.
+const leaveReserve = diskspace.MinReserve / 4
+
 type spaceGuard struct {
 	index   int
 	dir     string // "" when the database is not on a disk of its own (tests)
@@ -49,7 +53,10 @@ func (g *spaceGuard) atReserve() bool {
 	now := time.Now().UnixNano()
 	if last := g.checked.Load(); now-last >= int64(spaceCheckEvery) && g.checked.CompareAndSwap(last, now) {
 		usable, err := g.reserve.Usable(g.dir)
-		full := err == nil && usable == 0
+		// Hysteresis: Pebble's flushes and compactions free and take
+		// megabytes as they go, so a disk at the reserve would flap
+		// between full and not with every look.
+		full := err == nil && (usable == 0 || g.full.Load() && usable < leaveReserve)
 		if was := g.full.Swap(full); was != full {
 			if full {
 				log.Printf("mdt%d: the disk under %s is down to its reserve (%s, at least %d MiB): new inodes, entries and xattrs get ENOSPC until space comes back", g.index, g.dir, g.reserve, diskspace.MinReserve>>20)
