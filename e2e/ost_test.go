@@ -338,7 +338,7 @@ func TestOSTFullENOSPC(t *testing.T) {
 		t.Errorf("write() took only %d of the 8 MiB the OST had left", took)
 	}
 	// Another client sees the same bytes and size.
-	other := c.MountFS()
+	_, other := c.MountAt("other")
 	got := readFile(t, filepath.Join(other, "full"))
 	if len(got) != 8<<20+took || !bytes.Equal(got[:8<<20], first) || !bytes.Equal(got[8<<20:], more[:took]) {
 		t.Fatalf("another client reads %d bytes, not the %d written before ENOSPC", len(got), 8<<20+took)

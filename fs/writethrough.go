@@ -52,13 +52,14 @@ func (c *Client) writeThrough(ctx context.Context, st *inodeState, off int64, io
 	if err := c.settleChunks(ctx, st, first, last); err != nil {
 		return 0, err
 	}
+	defer wakeOn(ctx, &st.mu, wb.done)()
 	done := 0
 	for idx := first; idx <= last && done < total; idx++ {
+		for wb.flushing[idx] != nil && ctx.Err() == nil { // a flush that started meanwhile goes first
+			wb.done.Wait()
+		}
 		if ctx.Err() != nil {
 			return c.partial(done, fmt.Errorf("write of %s: %w", st.fid, syscall.EINTR))
-		}
-		for wb.flushing[idx] != nil { // a flush that started meanwhile goes first
-			wb.done.Wait()
 		}
 		in := (off + int64(done)) - idx*wb.size
 		n := int(min(int64(total-done), wb.size-in))
