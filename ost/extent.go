@@ -3,7 +3,6 @@ package ost
 import (
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 	"unsafe"
 
@@ -83,16 +82,15 @@ type extentChecker struct {
 }
 
 // unallocated returns the bytes of [off, end), widened to whole blocks,
-// that f has no blocks for. known is false when neither FIEMAP nor
+// that the file open as fd has no blocks for. known is false when neither FIEMAP nor
 // SEEK_DATA/SEEK_HOLE could answer; then n is the whole widened range.
-func (x *extentChecker) unallocated(f *os.File, off, end uint64) (n uint64, known bool) {
+func (x *extentChecker) unallocated(fd uintptr, off, end uint64) (n uint64, known bool) {
 	bs := x.blockSize
 	start := off / bs * bs
 	stop := (end + bs - 1) / bs * bs
 	if stop <= start {
 		return 0, true
 	}
-	fd := f.Fd()
 	x.ctr.fiemapCalls.Add(1)
 	holes, err := fiemapHoles(x.fiemap, fd, start, stop)
 	if err == nil {

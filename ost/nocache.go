@@ -27,7 +27,7 @@ import (
 // directFile returns of's O_DIRECT descriptor, opening it on first use,
 // and the alignment direct I/O needs of offsets and lengths and of
 // memory; nil when direct I/O cannot be used for the object.
-func (o *OST) directFile(of *objFile) (f *os.File, align, mem int) {
+func (o *OST) directFile(of *objFile) (f ObjectFile, align, mem int) {
 	of.dmu.Lock()
 	defer of.dmu.Unlock()
 	if of.direct == nil && !of.noDirect {
@@ -37,7 +37,7 @@ func (o *OST) directFile(of *objFile) (f *os.File, align, mem int) {
 			of.noDirect = true // a filesystem (or kernel) without direct I/O
 			return nil, 0, 0
 		}
-		f, err := os.OpenFile(o.objPath(of.id), os.O_WRONLY|syscall.O_DIRECT, 0)
+		f, err := o.fs.OpenFile(o.objPath(of.id), os.O_WRONLY|syscall.O_DIRECT, 0)
 		if err != nil {
 			of.noDirect = true
 			return nil, 0, 0
@@ -51,7 +51,7 @@ func (o *OST) directFile(of *objFile) (f *os.File, align, mem int) {
 // noCache asks for it and alignment allows. It reports whether the write
 // went direct.
 func (o *OST) writeData(of *objFile, data []byte, off int64, noCache bool) (direct bool, err error) {
-	var df *os.File
+	var df ObjectFile
 	var align, mem int
 	if noCache && len(data) > 0 {
 		df, align, mem = o.directFile(of)

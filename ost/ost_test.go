@@ -286,16 +286,16 @@ func TestFiemapAndSeekAgree(t *testing.T) {
 	for i := 0; i < 500; i++ {
 		off := rng.Uint64N(10 << 20)
 		end := off + 1 + rng.Uint64N(2<<20)
-		a, ka := x.unallocated(f, off, end)
-		b, kb := y.unallocated(f, off, end)
+		a, ka := x.unallocated(f.Fd(), off, end)
+		b, kb := y.unallocated(f.Fd(), off, end)
 		if !ka || !kb || a != b {
 			t.Fatalf("[%d,%d): fiemap %d (%v), seek %d (%v)", off, end, a, ka, b, kb)
 		}
 	}
-	if n, _ := x.unallocated(f, 3<<20+100, 3<<20+12000); n != 0 {
+	if n, _ := x.unallocated(f.Fd(), 3<<20+100, 3<<20+12000); n != 0 {
 		t.Errorf("written range reported %d bytes unallocated", n)
 	}
-	if n, _ := x.unallocated(f, 5<<20, 5<<20+1); n != 4096 {
+	if n, _ := x.unallocated(f.Fd(), 5<<20, 5<<20+1); n != 4096 {
 		t.Errorf("hole reported %d bytes unallocated, want a block", n)
 	}
 }
