@@ -69,10 +69,13 @@ func (kf *keyFlags) resolve(cmd *cobra.Command, args []string) error {
 		path, why = os.Getenv("STRIPEFS_KEY"), "$STRIPEFS_KEY"
 	}
 	if path == "" {
-		mounts := args
-		if f := cmd.Flags().Lookup("mount"); f != nil && f.Value.String() != "" {
-			mounts = append([]string{f.Value.String()}, args...)
+		var mounts []string
+		for _, name := range mountFlags {
+			if f := cmd.Flags().Lookup(name); f != nil && f.Value.String() != "" {
+				mounts = append(mounts, f.Value.String())
+			}
 		}
+		mounts = append(mounts, args...)
 		path, why = mountKeyFile(mounts), "the mount's key"
 	}
 	if path == "" {
@@ -108,13 +111,28 @@ func noKeyError(cmd *cobra.Command) error {
 		filepath.Join(KeyDir, fsnameOf(cmd)+".key"))
 }
 
+// mountFlags are the flags that may name a place on a mount, whose key
+// root's tools then use: bench survey --through and bench ior -o reach
+// the servers of the mount they are pointed at.
+var mountFlags = []string{"mount", "through", "output", "dir"}
+
 // mountKeyFile is the key file of the first stripefs mount among args,
 // which its mount answers in an xattr: root on the mount's host then
 // needs no --key for the tools (the file is still its own, mode 0600).
 func mountKeyFile(args []string) string {
 	for _, a := range args {
-		if v, err := xattr.Get(a, stats.KeyFileXattr); err == nil && len(v) > 0 {
-			return string(v)
+		// A path that is yet to be made (ior's -o prefix) is asked
+		// through the nearest directory that exists.
+		for p := filepath.Clean(a); ; p = filepath.Dir(p) {
+			if _, err := os.Lstat(p); err == nil {
+				if v, err := xattr.Get(p, stats.KeyFileXattr); err == nil && len(v) > 0 {
+					return string(v)
+				}
+				break
+			}
+			if p == filepath.Dir(p) {
+				break
+			}
 		}
 	}
 	return ""
