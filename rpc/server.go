@@ -453,6 +453,12 @@ func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno ui
 		}
 	}()
 	reply, err = h(ctx, req)
+	if err != nil {
+		// A failed change is not kept for replay: a handler that took a
+		// transno and then could not commit (a full disk) told the
+		// client it failed, and a replay must not make it happen.
+		transno = 0
+	}
 	return reply, transno, err
 }
 
