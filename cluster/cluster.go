@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
@@ -43,8 +44,9 @@ type Spec struct {
 type Cluster struct {
 	MGS  string // MDT0's address
 	Spec Spec
-	mdts []*mds.MDT
-	osts []*ost.OST
+	// Each target runs under a runner that reopens it if its store fails.
+	mdts []*storeguard.Runner[*mds.MDT]
+	osts []*storeguard.Runner[*ost.OST]
 }
 
 // saved is what a data directory remembers of its cluster: the shape and
@@ -116,15 +118,16 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 		if i == 0 {
 			c.MGS = l.Addr().String()
 		}
-		m, err := mds.Open(mds.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS, Addr: l.Addr().String(),
-			ClientWindow: spec.ClientWindow})
+		cfg := mds.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS, Addr: l.Addr().String(),
+			ClientWindow: spec.ClientWindow}
+		m, err := mds.Open(cfg)
 		if err != nil {
 			l.Close()
 			c.Close()
 			return nil, err
 		}
-		c.mdts = append(c.mdts, m)
 		go m.Serve(l)
+		c.mdts = append(c.mdts, RunMDT(cfg, m, l.Addr().String()))
 		if i > 0 {
 			if err := mds.Register(ctx, c.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
 				c.Close()
@@ -139,15 +142,16 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
-		o, err := ost.Open(ost.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS})
+		cfg := ost.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS}
+		o, err := ost.Open(cfg)
 		if err != nil {
 			l.Close()
 			c.Close()
 			return nil, err
 		}
-		c.osts = append(c.osts, o)
 		rpc.SetLocal(l, o) // a mount in this process may read its objects directly
 		go o.Serve(l)
+		c.osts = append(c.osts, RunOST(cfg, o, l.Addr().String()))
 		if err := mds.Register(ctx, c.MGS, proto.Target{Kind: proto.KindOST, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
 			c.Close()
 			return nil, err

@@ -200,8 +200,8 @@ func (m *MDT) registerClient(uuid, name string) error {
 	}
 	b := m.db.NewBatch()
 	b.Set(clientKey(uuid), encode(&clientRecord{Name: name}), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("mdt%d: add client %q to the client table: %v: %w", m.cfg.Index, name, err, syscall.EIO)
+	if err := m.write(b, pebble.Sync); err != nil {
+		return fmt.Errorf("mdt%d: add client %q to the client table: %v: %w", m.cfg.Index, name, err, storeErrno(err))
 	}
 	m.clients[uuid] = true
 	return nil

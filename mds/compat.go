@@ -150,7 +150,7 @@ func (m *MDT) upgradeFormat() error {
 		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
 	}
 	b.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat}), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := m.write(b, pebble.Sync); err != nil {
 		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
 	}
 	if inodes+records > 0 {

@@ -6,6 +6,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/wire"
@@ -16,7 +17,7 @@ import (
 // every record in the current form, once.
 func TestUpgradeFromFormat2(t *testing.T) {
 	mem := vfs.NewMem()
-	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: quietLogger{}})
+	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	m := &MDT{cfg: Config{Index: 0}, db: db}
+	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
 	for pass := 0; pass < 2; pass++ { // the second finds the format key
 		if err := m.upgradeFormat(); err != nil {
 			t.Fatal(err)
@@ -82,7 +83,7 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	db.Close()
 
 	// A database marked with a newer format is refused, not misread.
-	db, err = pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: quietLogger{}})
+	db, err = pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	if err := db.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat + 1}), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	m = &MDT{cfg: Config{Index: 0}, db: db}
+	m = &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
 	if err := m.upgradeFormat(); err == nil {
 		t.Fatal("a newer format was accepted")
 	}

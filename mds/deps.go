@@ -2,9 +2,7 @@ package mds
 
 import (
 	"fmt"
-	"syscall"
 
-	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/stripefs/stripefs/mds/dtx"
 )
@@ -66,8 +64,8 @@ func (m *MDT) needsSync(rec *dtx.Record) bool {
 // nothing is applied meanwhile and every fresh key is then durable).
 func (m *MDT) syncLocked() error {
 	m.ctr.dtxDepSyncs.Add(1)
-	if err := m.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("mdt%d: sync: %v: %w", m.cfg.Index, err, syscall.EIO)
+	if err := m.logSync(); err != nil {
+		return fmt.Errorf("mdt%d: sync: %v: %w", m.cfg.Index, err, storeErrno(err))
 	}
 	clear(m.fresh)
 	m.syncGen++

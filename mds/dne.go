@@ -65,7 +65,7 @@ func (m *MDT) loadEpoch() error {
 	m.epoch = e + 1
 	b := m.db.NewBatch()
 	b.Set(keyEpoch, binary.BigEndian.AppendUint32(nil, m.epoch), nil)
-	return b.Commit(pebble.Sync)
+	return m.write(b, pebble.Sync)
 }
 
 func (m *MDT) registerDNE() {
@@ -89,6 +89,7 @@ func (m *MDT) registerDNE() {
 			{Name: "dtx_cancelled", Value: m.ctr.dtxCancelled.Load()},
 			{Name: "enospc_reserve", Value: m.space.refused.Load()},
 			{Name: "disk_at_reserve_now", Value: b2i(m.space.atReserve())},
+			{Name: "store_failed_now", Value: b2i(m.guard.Err() != nil)},
 			{Name: "dtx_pending", Value: m.ctr.dtxPending.Load()},
 			{Name: "dtx_dependency_syncs", Value: m.ctr.dtxDepSyncs.Load()},
 			{Name: "inodes", Value: m.inodes.Load()},

@@ -25,6 +25,7 @@ import (
 
 	"github.com/stripefs/stripefs/internal/diskspace"
 	"github.com/stripefs/stripefs/internal/nodemapsync"
+	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/mds/lockd"
 	"github.com/stripefs/stripefs/proto"
@@ -86,7 +87,10 @@ const DefaultCacheSize = 256 << 20
 type MDT struct {
 	cfg Config
 	db  *pebble.DB
-	Srv *rpc.Server
+	// guard turns a failure of db into errnos and a read-only MDT until
+	// its runner reopens it (storefail.go).
+	guard *storeguard.Guard
+	Srv   *rpc.Server
 
 	// mu serialises namespace changes. Reads go to Pebble without it.
 	mu  sync.Mutex
@@ -211,7 +215,8 @@ func Open(cfg Config) (*MDT, error) {
 	// 8 MB): with tens of thousands of inodes, every lookup and getattr
 	// otherwise re-reads and re-parses index and data blocks of the
 	// tables. Memory is taken as blocks are read, up to the bound.
-	opts := &pebble.Options{Logger: quietLogger{}, CacheSize: cmp.Or(cfg.CacheSize, DefaultCacheSize)}
+	guard := storeguard.New(fmt.Sprintf("mdt%d", cfg.Index))
+	opts := &pebble.Options{Logger: guard.Logger(), CacheSize: cmp.Or(cfg.CacheSize, DefaultCacheSize)}
 	// Bloom filters: most namespace operations probe for a name or an
 	// inode that is not there (create, lookup of a new name, quota
 	// records), and without a filter such a probe reads every table.
@@ -219,16 +224,17 @@ func Open(cfg Config) (*MDT, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	dir := filepath.Join(cfg.DataDir, "db")
-	if cfg.FS != nil {
-		opts.FS = cfg.FS
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("mdt%d: %w", cfg.Index, err)
+	opts.FS = guard.FS(cmp.Or(cfg.FS, vfs.Default))
+	if cfg.FS == nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("mdt%d: %w", cfg.Index, err)
+		}
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
-	m := &MDT{cfg: cfg, db: db, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, filesetSeen: map[filesetKey]time.Time{}, stop: make(chan struct{}),
+	m := &MDT{cfg: cfg, db: db, guard: guard, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, filesetSeen: map[filesetKey]time.Time{}, stop: make(chan struct{}),
 		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
 		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)
@@ -335,7 +341,7 @@ func (m *MDT) load() error {
 				Atime: now, Mtime: now, Ctime: now}, Parent: proto.RootFID}
 			b := m.db.NewBatch()
 			b.Set(inodeKey(proto.RootFID), encode(root), nil)
-			if err := b.Commit(pebble.Sync); err != nil {
+			if err := m.write(b, pebble.Sync); err != nil {
 				return fmt.Errorf("mdt0: create root: %w", err)
 			}
 		} else if err != nil {
@@ -382,7 +388,7 @@ func (m *MDT) dropOrphans() error {
 	if n > 0 {
 		log.Printf("mdt%d: dropped %d open-unlinked inodes of the previous run (their OST objects are left for fsck)", m.cfg.Index, n)
 	}
-	return b.Commit(pebble.Sync)
+	return m.write(b, pebble.Sync)
 }
 
 // Serve answers RPCs on l until Close.
@@ -411,7 +417,11 @@ func (m *MDT) Close() error {
 		c.Close()
 	}
 	m.peerMu.Unlock()
-	if err := m.db.LogData(nil, pebble.Sync); err != nil {
+	if m.guard.Err() != nil {
+		m.abandonStore()
+		return nil
+	}
+	if err := m.logSync(); err != nil {
 		log.Printf("mdt%d: final commit: %v", m.cfg.Index, err)
 	}
 	return m.db.Close()
@@ -434,7 +444,7 @@ func (m *MDT) committer() {
 			m.pruneDone()
 		case <-t.C:
 			if !m.holdSyncs.Load() && m.dirty.Swap(false) {
-				if err := m.Sync(); err != nil {
+				if err := m.Sync(); err != nil && m.guard.Err() == nil { // a failed store is logged once
 					log.Printf("mdt%d: group commit: %v", m.cfg.Index, err)
 				}
 			}
@@ -448,10 +458,10 @@ func (m *MDT) commit(b *pebble.Batch, sync bool) error {
 	if sync {
 		opt = pebble.Sync
 	}
-	err := b.Commit(opt)
+	err := m.write(b, opt)
 	m.quotaCommitted(b, err == nil)
 	if err != nil {
-		return fmt.Errorf("mdt%d: commit: %v: %w", m.cfg.Index, err, syscall.EIO)
+		return fmt.Errorf("mdt%d: commit: %v: %w", m.cfg.Index, err, storeErrno(err))
 	}
 	m.recs.committed(b)
 	m.commits.Add(1)
@@ -552,8 +562,8 @@ func (m *MDT) seqAdvanced() error {
 	ahead := seqState{Seq: m.seq.Seq, NextOid: uint32(min(uint64(m.seq.NextOid)+fidAhead, 1<<32-1))}
 	b := m.db.NewBatch()
 	b.Set(keySeq, encode(&ahead), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("mdt%d: FID sequence: %v: %w", m.cfg.Index, err, syscall.EIO)
+	if err := m.write(b, pebble.Sync); err != nil {
+		return fmt.Errorf("mdt%d: FID sequence: %v: %w", m.cfg.Index, err, storeErrno(err))
 	}
 	m.seqDurable = ahead
 	return nil
@@ -654,8 +664,8 @@ func (m *MDT) Sync() error {
 	gen := m.syncGen
 	m.syncGen++
 	m.mu.Unlock()
-	if err := m.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("mdt%d: sync: %v: %w", m.cfg.Index, err, syscall.EIO)
+	if err := m.logSync(); err != nil {
+		return fmt.Errorf("mdt%d: sync: %v: %w", m.cfg.Index, err, storeErrno(err))
 	}
 	m.mu.Lock()
 	m.synced(gen)
@@ -673,16 +683,6 @@ func (m *MDT) Sync() error {
 
 // Index is this MDT's index.
 func (m *MDT) Index() int { return m.cfg.Index }
-
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	log.Printf("pebble: "+format, args...)
-}
-func (quietLogger) Fatalf(format string, args ...any) {
-	log.Fatalf("pebble: "+format, args...)
-}
 
 // config returns the cluster map: MDT0's own, others' fetched from MDT0
 // and cached briefly.

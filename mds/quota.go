@@ -174,7 +174,7 @@ func (m *MDT) quotaCheck() error {
 		n++
 	}
 	b.Set(keyQuotaVersion, []byte{1}, nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := m.write(b, pebble.Sync); err != nil {
 		return fmt.Errorf("mdt%d: quota check: %w", m.cfg.Index, err)
 	}
 	if n > 1 {

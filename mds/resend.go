@@ -156,7 +156,7 @@ func (m *MDT) pruneDone() {
 		}
 	}
 	if b.Count() > 0 {
-		if err := b.Commit(pebble.NoSync); err != nil {
+		if err := m.write(b, pebble.NoSync); err != nil {
 			log.Printf("mdt%d: prune resend records: %v", m.cfg.Index, err)
 		}
 	}

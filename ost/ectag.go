@@ -111,9 +111,9 @@ func (o *OST) syncTags() error {
 	if !o.idx.tagsDirty.Swap(false) {
 		return nil
 	}
-	if err := o.idx.db.LogData(nil, pebble.Sync); err != nil {
+	if err := o.idx.logSync(); err != nil {
 		o.idx.tagsDirty.Store(true)
-		return fmt.Errorf("index: sync tags: %v: %w", err, syscall.EIO)
+		return fmt.Errorf("index: sync tags: %v: %w", err, storeErrno(err))
 	}
 	return nil
 }

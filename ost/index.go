@@ -1,6 +1,7 @@
 package ost
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
+	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/wire"
 )
@@ -79,7 +81,10 @@ func grantKey(client uint64) []byte {
 
 // index wraps the database.
 type index struct {
-	db    *pebble.DB
+	db *pebble.DB
+	// guard turns a failure of db into errnos and a read-only OST until
+	// its runner reopens it (storeguard).
+	guard *storeguard.Guard
 	name  string // "ost3", for errors
 	dirty atomic.Bool
 	// tagsDirty: unit tags were committed since the last sync (ectag.go).
@@ -90,24 +95,25 @@ type index struct {
 
 // openIndex opens the index in dir, on fs (nil: the disk).
 func openIndex(dir, name string, fs vfs.FS) (*index, bool, error) {
-	opts := &pebble.Options{Logger: quietLogger{}}
-	if fs != nil {
-		opts.FS = fs
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, false, fmt.Errorf("%s: index: %w", name, err)
+	guard := storeguard.New(name)
+	opts := &pebble.Options{Logger: guard.Logger(), FS: guard.FS(cmp.Or(fs, vfs.Default))}
+	if fs == nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, false, fmt.Errorf("%s: index: %w", name, err)
+		}
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: open index %s: %w", name, dir, err)
 	}
-	x := &index{db: db, name: name, stop: make(chan struct{}), done: make(chan struct{})}
+	x := &index{db: db, guard: guard, name: name, stop: make(chan struct{}), done: make(chan struct{})}
 	_, closer, err := db.Get(keyClean)
 	clean := err == nil
 	if clean {
 		closer.Close()
 		// From now on a crash must be noticed: the marker goes before
 		// anything changes.
-		if err := db.Delete(keyClean, pebble.Sync); err != nil {
+		if err := x.guard.Do(func() error { return db.Delete(keyClean, pebble.Sync) }); err != nil {
 			db.Close()
 			return nil, false, fmt.Errorf("%s: index: %w", name, err)
 		}
@@ -136,7 +142,7 @@ func (x *index) committer(every time.Duration) {
 
 func (x *index) sync() {
 	if x.dirty.Swap(false) {
-		if err := x.db.LogData(nil, pebble.Sync); err != nil {
+		if err := x.logSync(); err != nil {
 			log.Printf("%s: index group commit: %v", x.name, err)
 		}
 	}
@@ -144,11 +150,26 @@ func (x *index) sync() {
 
 // commit applies b without waiting for a WAL sync.
 func (x *index) commit(b *pebble.Batch) error {
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("%s: index commit: %v: %w", x.name, err, syscall.EIO)
+	if err := x.guard.Do(func() error { return b.Commit(pebble.NoSync) }); err != nil {
+		return fmt.Errorf("%s: index commit: %v: %w", x.name, err, storeErrno(err))
 	}
 	x.dirty.Store(true)
 	return nil
+}
+
+// logSync makes every commit so far durable.
+func (x *index) logSync() error {
+	return x.guard.Do(func() error { return x.db.LogData(nil, pebble.Sync) })
+}
+
+// storeErrno is the errno of a failed commit: the guard's (ENOSPC, EROFS)
+// when the index failed, else EIO.
+func storeErrno(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
 }
 
 // abort closes the index without marking it clean, so the next start
@@ -159,11 +180,20 @@ func (x *index) abort() {
 	x.db.Close()
 }
 
-// close syncs, marks the index clean and closes it.
+// close syncs, marks the index clean and closes it. A failed index is
+// left behind unmarked (the next open reconciles it with the objects):
+// its commit pipeline may be stuck.
 func (x *index) close() error {
 	close(x.stop)
 	<-x.done
-	if err := x.db.Set(keyClean, nil, pebble.Sync); err != nil {
+	if x.guard.Err() != nil {
+		go func() {
+			defer func() { _ = recover() }()
+			_ = x.db.Close()
+		}()
+		return nil
+	}
+	if err := x.guard.Do(func() error { return x.db.Set(keyClean, nil, pebble.Sync) }); err != nil {
 		log.Printf("%s: index: mark clean: %v", x.name, err)
 	}
 	return x.db.Close()
@@ -271,7 +301,7 @@ func (o *OST) reconcile() error {
 			dropped++
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := o.idx.guard.Do(func() error { return b.Commit(pebble.Sync) }); err != nil {
 		return fmt.Errorf("ost%d: reconcile: commit: %w", o.cfg.Index, err)
 	}
 	if len(seen)+dropped > 0 {
@@ -298,14 +328,4 @@ func readOwnerXattr(path string) proto.Owner {
 // record needs the xattr.
 func writeOwnerXattr(f *os.File, ow proto.Owner) {
 	_ = unix.Fsetxattr(int(f.Fd()), ownerXattr, wire.Marshal(nil, &ow), 0)
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any) {}
-func (quietLogger) Errorf(format string, args ...any) {
-	log.Printf("pebble: "+format, args...)
-}
-func (quietLogger) Fatalf(format string, args ...any) {
-	log.Fatalf("pebble: "+format, args...)
 }

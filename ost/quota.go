@@ -137,6 +137,7 @@ func (o *OST) counters() []rpc.Counter {
 		{Name: "space_used_bytes_now", Value: int64(sn.used)},
 		{Name: "space_free_bytes_now", Value: int64(sn.free)},
 		{Name: "disk_at_reserve_now", Value: b2i(o.space.diskAvail() == 0)},
+		{Name: "store_failed_now", Value: b2i(o.readOnly() != nil)},
 		{Name: "enospc_errors", Value: c.enospc.Load()},
 		{Name: "quota_edquot_errors", Value: c.edquot.Load()},
 		{Name: "quota_acquires", Value: o.quota.Acquires.Load()},

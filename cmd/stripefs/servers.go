@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/stripefs/stripefs/cluster"
 	"github.com/stripefs/stripefs/internal/diskspace"
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/mds/lockd"
@@ -79,12 +80,13 @@ func mdsCmd() *cobra.Command {
 				return err
 			}
 			go m.Serve(l)
+			r := cluster.RunMDT(cfg, m, l.Addr().String())
 			if cfg.Index > 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				err := mds.Register(ctx, cfg.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(cfg.Index), Addr: cfg.Addr})
 				cancel()
 				if err != nil {
-					m.Close()
+					r.Close()
 					return err
 				}
 			}
@@ -92,7 +94,7 @@ func mdsCmd() *cobra.Command {
 			fmt.Printf("mdt%d ready on %s\n", cfg.Index, cfg.Addr)
 			s := <-stop
 			log.Printf("mdt%d: %v: stopping", cfg.Index, s)
-			return m.Close()
+			return r.Close()
 		},
 	}
 	f := cmd.Flags()
@@ -161,19 +163,20 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 				return err
 			}
 			go o.Serve(l)
+			r := cluster.RunOST(cfg, o, l.Addr().String())
 			addr := advertised(advertise, l.Addr().String())
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			err = mds.Register(ctx, mgs, proto.Target{Kind: proto.KindOST, Index: uint32(cfg.Index), Addr: addr})
 			cancel()
 			if err != nil {
-				o.Close()
+				r.Close()
 				return err
 			}
 			stop := stopSignals()
 			fmt.Printf("ost%d ready on %s\n", cfg.Index, addr)
 			s := <-stop
 			log.Printf("ost%d: %v: stopping", cfg.Index, s)
-			return o.Close()
+			return r.Close()
 		},
 	}
 	f := cmd.Flags()
