@@ -80,6 +80,25 @@ func ballast(t *testing.T, dir string, n int) string {
 	return p
 }
 
+// fillDisk fills dir's disk to the last block with a file the test
+// removes to give space back. It runs as root: the blocks ext4 keeps for
+// root are taken too.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "ballast")
+	f, err := os.Create(p)
+	must(t, err)
+	defer f.Close()
+	t.Cleanup(func() { os.Remove(p) })
+	var off int64
+	for _, chunk := range []int64{1 << 20, 4 << 10} {
+		for unix.Fallocate(int(f.Fd()), 0, off, chunk) == nil {
+			off += chunk
+		}
+	}
+	return p
+}
+
 // An MDT and an OST on small disks, filled through the mount: ENOSPC
 // comes within seconds (creates, xattrs; write() itself), never a hang;
 // what was taken stays readable, deletes still work, space given back
@@ -177,6 +196,66 @@ func TestFullDisks(t *testing.T) {
 			}
 		}
 		must(t, e)
+	})
+
+	// The disk filled under the OST by someone else, reserve and all,
+	// after it granted a client space: the client's cached data meets
+	// the full disk at flush. The OST turns read-only (df's S flag), its
+	// process lives on, reads go on, and once space is back it is reopened
+	// and the data the client kept lands.
+	t.Run("ost past its reserve", func(t *testing.T) {
+		must(t, os.Remove(filepath.Join(mnt, "again")))
+		kept := filepath.Join(mnt, "kept")
+		sfRun(t, c, "setstripe", "-c", "1", "-i", "0", kept)
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			// The objects removed before go in the background.
+			if err = writeSyncClose(kept, 1<<20); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		must(t, err)
+		p := filepath.Join(mnt, "granted")
+		sfRun(t, c, "setstripe", "-c", "1", "-i", "0", p)
+		f, err := os.Create(p)
+		must(t, err)
+		defer f.Close()
+		data := patterned(5<<20, 7)
+		_, err = f.Write(data[:1<<20]) // takes a grant on ost0
+		must(t, err)
+		must(t, f.Sync())
+		bal := fillDisk(t, ostDisk)
+		_, err = f.Write(data[1<<20:])
+		if err == nil {
+			err = f.Sync()
+		}
+		wantErrno(t, "writing under a grant on a full disk", err, syscall.ENOSPC)
+		if n := snapshot(t, mnt).Counter("ost0", "store_failed_now"); n != 1 {
+			t.Fatalf("ost0 store_failed_now %d: the flush did not meet the full disk", n)
+		}
+		out, _ := exec.Command(c.Bin, "df", mnt).CombinedOutput()
+		if !bytes.Contains(out, []byte("[OST:0] S")) {
+			t.Errorf("df does not flag ost0 out of space:\n%s", out)
+		}
+		if got := readFile(t, kept); !bytes.Equal(got, patterned(1<<20, 3)) {
+			t.Error("a file on ost0 does not read back while ost0 is read-only")
+		}
+		if !ost0.Running() {
+			t.Fatal("ost0's process ended on a full disk")
+		}
+		must(t, os.Remove(bal))
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if err = f.Sync(); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		must(t, err)
+		if got := readFile(t, p); !bytes.Equal(got, data) {
+			t.Errorf("after space came back the file holds %d bytes, not the 5 MiB written", len(got))
+		}
+		if n := snapshot(t, mnt).Counter("ost0", "store_failed_now"); n != 0 {
+			t.Errorf("ost0 store_failed_now %d after it was reopened", n)
+		}
 	})
 
 	// SIGTERM stops each promptly while it is full: its disk down to

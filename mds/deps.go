@@ -3,7 +3,6 @@ package mds
 import (
 	"fmt"
 
-
 	"github.com/stripefs/stripefs/mds/dtx"
 )
 

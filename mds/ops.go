@@ -1003,7 +1003,14 @@ func (m *MDT) statfs(ctx context.Context, r *proto.Empty) (any, error) {
 		// statfs counts the OSTs' only, as Lustre's does).
 		bs := uint64(st.Bsize)
 		out.Blocks, out.Bfree, out.Bavail = st.Blocks*bs, st.Bfree*bs, st.Bavail*bs
+		out.Fsid = proto.FsidOf(st.Fsid.X__val)
 	}
 	out.Files, out.Ffree = used+free, free
+	switch {
+	case m.guard.NoSpace() || m.space.atReserve():
+		out.Flags |= proto.StatfsNoSpace
+	case m.guard.Err() != nil:
+		out.Flags |= proto.StatfsReadOnly
+	}
 	return out, nil
 }

@@ -509,6 +509,9 @@ func (o *OST) overQuota(ctx context.Context, g proto.WriteGrant) bool {
 // to push out whole, which made rewrite+fsync slower than write+fsync.
 func (o *OST) store(of *objFile, data []byte, off int64, noCache bool) error {
 	direct, err := o.writeData(of, data, off, noCache)
+	if err != nil {
+		o.diskFailed("write", of.id, err)
+	}
 	if err == nil && !direct && !o.cfg.NoEarlyWriteback && len(data) >= earlyWriteback {
 		// Best effort: an error here is the disk's, and fsync reports it.
 		_ = unix.SyncFileRange(int(of.f.Fd()), off, int64(len(data)), unix.SYNC_FILE_RANGE_WRITE)
@@ -670,6 +673,9 @@ func (o *OST) writable(ctx context.Context, op string, obj proto.ObjID) error {
 	if p := o.nodemaps.Policy(rpc.PeerFrom(ctx)); p.ReadOnly {
 		return fmt.Errorf("ost%d: %s %v: nodemap %s is read-only: %w", o.cfg.Index, op, obj, p.Name, syscall.EROFS)
 	}
+	if err := o.readOnly(); err != nil {
+		return fmt.Errorf("%s %v: %w", op, obj, err)
+	}
 	return nil
 }
 
@@ -714,6 +720,15 @@ func (o *OST) statfs(ctx context.Context, _ *proto.Empty) (any, error) {
 	// What a writer without a grant can still get: space promised to
 	// clients is not available to others (as Lustre's OSTs report it).
 	out.Bavail = sn.free
+	if sn.capacity == 0 {
+		out.Fsid = proto.FsidOf(st.Fsid.Val)
+	}
+	switch {
+	case o.StoreNoSpace() || o.space.diskAvail() == 0:
+		out.Flags |= proto.StatfsNoSpace
+	case o.readOnly() != nil:
+		out.Flags |= proto.StatfsReadOnly
+	}
 	return out, nil
 }
 

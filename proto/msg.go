@@ -273,6 +273,25 @@ type XattrReply struct {
 type StatfsReply struct {
 	Blocks, Bfree, Bavail uint64 // bytes
 	Files, Ffree          uint64
+	// Flags are the target's state (StatfsReadOnly…), as lfs df shows
+	// them.
+	Flags uint32
+	// Fsid names the host filesystem the target's data is on (statfs's
+	// f_fsid), 0 when its space is its own (a capacity cap, a database
+	// in memory): targets with one Fsid share their space, and a
+	// summary counts it once.
+	Fsid uint64
+}
+
+// StatfsReply.Flags, with the letters lfs df prints for them.
+const (
+	StatfsReadOnly uint32 = 1 << iota // R: the target refuses changes (its disk failed)
+	StatfsNoSpace                     // S: out of space: its disk is down to its reserve
+)
+
+// FsidOf is a statfs's f_fsid (its two words) as one number.
+func FsidOf(fsid [2]int32) uint64 {
+	return uint64(uint32(fsid[0]))<<32 | uint64(uint32(fsid[1]))
 }
 
 type OpenReq struct {

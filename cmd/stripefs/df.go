@@ -28,6 +28,10 @@ type dfTarget struct {
 	Inodes    uint64 `json:"inodes"`
 	IUsed     uint64 `json:"iused"`
 	IFree     uint64 `json:"ifree"`
+	// Flags are lfs df's: R (read-only: its disk failed), S (out of
+	// space: down to its reserve).
+	Flags string `json:"flags,omitempty"`
+	fsid  uint64
 	// Error says the target did not answer (an inactive device); its
 	// figures are zero and left out of the summary.
 	Error string `json:"error,omitempty"`
@@ -102,9 +106,13 @@ func dfOf(ctx context.Context, mnt string, ts []targets.Target) *dfReport {
 		d := &rep.Targets[i]
 		d.Bytes, d.Used, d.Available = r.Blocks, r.Blocks-min(r.Bfree, r.Blocks), r.Bavail
 		d.Inodes, d.IUsed, d.IFree = r.Files, r.Files-min(r.Ffree, r.Files), r.Ffree
+		d.Flags, d.fsid = dfFlags(r.Flags), r.Fsid
 		return nil
 	})
 	s := &rep.Summary
+	// OSTs on one host filesystem (stripefs up's) share its space: the
+	// summary counts it once, as df would.
+	shared := map[uint64]bool{}
 	for i, t := range ts {
 		d := &rep.Targets[i]
 		d.Kind, d.Index = t.Kind, t.Index
@@ -113,12 +121,28 @@ func dfOf(ctx context.Context, mnt string, ts []targets.Target) *dfReport {
 		case errs[i] != nil:
 			d.Error = errs[i].Error()
 		case t.Kind == proto.KindOST:
+			if d.fsid != 0 && shared[d.fsid] {
+				continue
+			}
+			shared[d.fsid] = true
 			s.Bytes, s.Used, s.Available = s.Bytes+d.Bytes, s.Used+d.Used, s.Available+d.Available
 		default:
 			s.Inodes, s.IUsed, s.IFree = s.Inodes+d.Inodes, s.IUsed+d.IUsed, s.IFree+d.IFree
 		}
 	}
 	return rep
+}
+
+// dfFlags are a target's flags as lfs df's letters.
+func dfFlags(f uint32) string {
+	var b strings.Builder
+	if f&proto.StatfsReadOnly != 0 {
+		b.WriteByte('R')
+	}
+	if f&proto.StatfsNoSpace != 0 {
+		b.WriteByte('S')
+	}
+	return b.String()
 }
 
 // printDf prints the report as lfs df does.
@@ -161,7 +185,11 @@ func printDf(rep *dfReport, inodes, human bool) {
 		}
 	}
 	for _, d := range rep.Targets {
-		line(d, fmt.Sprintf("%s[%s:%d]", rep.Mount, d.label(), d.Index))
+		where := fmt.Sprintf("%s[%s:%d]", rep.Mount, d.label(), d.Index)
+		if d.Flags != "" {
+			where += " " + d.Flags
+		}
+		line(d, where)
 	}
 	fmt.Println()
 	line(rep.Summary, rep.Mount)
