@@ -484,6 +484,41 @@ func TestGrantLifecycle(t *testing.T) {
 	}
 }
 
+// Grants restored at a start are cut, each in proportion, to what the
+// OST has left: after an unclean stop the object files may hold more
+// than the index recorded (TestObjectPowerLoss), and here the capacity
+// shrank while the OST was down.
+func TestGrantsFitAtStart(t *testing.T) {
+	to := startOST(t, Config{Index: 0, Capacity: 8 << 20})
+	a, b := to.client(1, uid1000), to.client(2, uid1000)
+	a.want, b.want = 4<<20, 4<<20
+	must(t, a.write(obj(1), 0, pattern(1<<20, 1)))
+	must(t, b.write(obj(2), 0, pattern(1<<20, 1)))
+	ga, gb := to.o.space.grantOf(1), to.o.space.grantOf(2)
+	if ga == 0 || gb == 0 {
+		t.Fatalf("grants %d, %d after first writes", ga, gb)
+	}
+	const capacity = 3 << 20
+	to.cfg.Capacity = capacity
+	to.restart()
+	sn := to.o.space.snapshot()
+	if sn.used+sn.granted > capacity {
+		t.Fatalf("after a restart on a smaller capacity: %d used + %d granted of %d", sn.used, sn.granted, capacity)
+	}
+	ga2, gb2 := to.o.space.grantOf(1), to.o.space.grantOf(2)
+	if ga2 == 0 || gb2 == 0 || ga2 >= ga || gb2 >= gb {
+		t.Fatalf("grants %d, %d cut to %d, %d", ga, gb, ga2, gb2)
+	}
+	if r1, r2 := float64(ga2)/float64(ga), float64(gb2)/float64(gb); r1/r2 < 0.99 || r1/r2 > 1.01 {
+		t.Errorf("grants %d, %d cut to %d, %d: not in proportion", ga, gb, ga2, gb2)
+	}
+	// The cut grants are what the index holds now.
+	to.restart()
+	if g1, g2 := to.o.space.grantOf(1), to.o.space.grantOf(2); g1 != ga2 || g2 != gb2 {
+		t.Errorf("grants %d, %d after another restart, want %d, %d", g1, g2, ga2, gb2)
+	}
+}
+
 // The index rebuilds from the object files alone (what an unclean stop
 // that lost the index would need): sizes from fstat, owners from the
 // objects' xattrs.

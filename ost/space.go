@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"math/bits"
 	"net"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ func (s *space) load() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	return s.o.idx.scan(func(_ proto.ObjID, r objRecord) {
+	err := s.o.idx.scan(func(_ proto.ObjID, r objRecord) {
 		s.used += r.Bytes
 		for _, k := range r.Owner.Keys() {
 			s.usage[k] += r.Bytes
@@ -76,6 +77,44 @@ func (s *space) load() error {
 		s.clients[client] = &grantee{id: client, grant: grant, gone: now, lastAlloc: now}
 		s.granted += grant
 	})
+	if err != nil {
+		return err
+	}
+	return s.fitGrantsLocked()
+}
+
+// fitGrantsLocked cuts the grants, each in the same proportion, to what
+// the OST has left. After an unclean stop the grants are as the index
+// last committed them, but the object records were reconciled with the
+// files, and the files may hold more than the index knew: allocations
+// whose record and grant change were lost with the WAL tail (a write
+// fdatasync'd by OSync within a group commit of the crash, or one the
+// disk wrote on its own), objects whose destroy did not survive and whose
+// freed space had been granted again. Kept as they were, the grants would
+// promise space that is not there: a client would cache data it cannot
+// write, and a full disk would fence the OST. A disk that filled while
+// the OST was down does the same. s.mu is held.
+func (s *space) fitGrantsLocked() error {
+	room := s.availLocked()
+	if s.granted <= room {
+		return nil
+	}
+	b := s.o.idx.db.NewBatch()
+	before := s.granted
+	s.granted = 0
+	for id, g := range s.clients {
+		hi, lo := bits.Mul64(g.grant, room)
+		cut, _ := bits.Div64(hi, lo, before) // hi < before: g.grant ≤ before, room < before
+		s.o.ctr.grantReturned.Add(int64(g.grant - cut))
+		g.grant = cut
+		s.granted += cut
+		b.Set(grantKey(id), wire.Marshal(nil, &grantRecord{Grant: cut}), nil)
+	}
+	log.Printf("ost%d: %d bytes granted, %d left (used %d): grants cut to fit", s.o.cfg.Index, before, room, s.used)
+	if err := s.o.idx.commit(b); err != nil {
+		return fmt.Errorf("ost%d: fit grants: %w", s.o.cfg.Index, err)
+	}
+	return nil
 }
 
 // diskAvail is what the filesystem under the OST has for unprivileged
@@ -89,16 +128,19 @@ func (s *space) diskAvail() uint64 {
 	return usable
 }
 
-// freeLocked is what the OST can still promise. s.mu is held.
-func (s *space) freeLocked() uint64 {
+// availLocked is what the OST has left to allocate, granted or not.
+// s.mu is held.
+func (s *space) availLocked() uint64 {
 	avail := s.diskAvail()
 	if s.capacity > 0 {
-		left := uint64(0)
-		if s.capacity > s.used {
-			left = s.capacity - s.used
-		}
-		avail = min(avail, left)
+		avail = min(avail, sub(s.capacity, s.used))
 	}
+	return avail
+}
+
+// freeLocked is what the OST can still promise. s.mu is held.
+func (s *space) freeLocked() uint64 {
+	avail := s.availLocked()
 	taken := s.granted + s.pending
 	if avail <= taken {
 		return 0
