@@ -216,7 +216,8 @@ func Open(cfg Config) (*MDT, error) {
 	// otherwise re-reads and re-parses index and data blocks of the
 	// tables. Memory is taken as blocks are read, up to the bound.
 	guard := storeguard.New(fmt.Sprintf("mdt%d", cfg.Index))
-	opts := &pebble.Options{Logger: guard.Logger(), CacheSize: cmp.Or(cfg.CacheSize, DefaultCacheSize)}
+	opts := &pebble.Options{CacheSize: cmp.Or(cfg.CacheSize, DefaultCacheSize)}
+	guard.Configure(opts, cmp.Or(cfg.FS, vfs.Default))
 	// Bloom filters: most namespace operations probe for a name or an
 	// inode that is not there (create, lookup of a new name, quota
 	// records), and without a filter such a probe reads every table.
@@ -224,7 +225,6 @@ func Open(cfg Config) (*MDT, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	dir := filepath.Join(cfg.DataDir, "db")
-	opts.FS = guard.FS(cmp.Or(cfg.FS, vfs.Default))
 	if cfg.FS == nil {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("mdt%d: %w", cfg.Index, err)

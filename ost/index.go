@@ -96,7 +96,8 @@ type index struct {
 // openIndex opens the index in dir, on fs (nil: the disk).
 func openIndex(dir, name string, fs vfs.FS) (*index, bool, error) {
 	guard := storeguard.New(name)
-	opts := &pebble.Options{Logger: guard.Logger(), FS: guard.FS(cmp.Or(fs, vfs.Default))}
+	opts := &pebble.Options{}
+	guard.Configure(opts, cmp.Or(fs, vfs.Default))
 	if fs == nil {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, false, fmt.Errorf("%s: index: %w", name, err)

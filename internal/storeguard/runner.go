@@ -1,6 +1,7 @@
 package storeguard
 
 import (
+	"errors"
 	"log"
 	"net"
 	"sync"
@@ -82,7 +83,29 @@ func (r *Runner[T]) Close() error {
 		return nil
 	}
 	r.serving = false
-	return r.cur.Close()
+	select {
+	case <-r.cur.StoreFailed():
+		return closeWithin(r.cur, closeWait)
+	default:
+		return r.cur.Close() // a healthy store's final commit is waited for
+	}
+}
+
+// closeWait bounds the wait for a failed target to close: a request
+// caught in a stalled commit of its store never ends. Closing stops its
+// listener and connections first, so the address is free for the new
+// target and the clients resend there.
+const closeWait = 5 * time.Second
+
+func closeWithin(t Target, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- t.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return errors.New("close did not finish: a request is stuck in the failed store; left behind")
+	}
 }
 
 func (r *Runner[T]) watch() {
@@ -131,7 +154,9 @@ func (r *Runner[T]) reopen() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.serving {
-		_ = r.cur.Close()
+		if err := closeWithin(r.cur, closeWait); err != nil {
+			log.Printf("%s: %v", r.name, err)
+		}
 		r.serving = false
 	}
 	l, err := r.listen()

@@ -36,6 +36,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
@@ -64,6 +65,28 @@ func New(name string) *Guard {
 
 // ErrFenced is what a fenced store's filesystem answers to writes.
 var ErrFenced = errors.New("store fenced after a fatal error")
+
+// Configure makes opts open a store this guard watches, on fs: its
+// filesystem fenced by the guard, its log and its background errors
+// reported to it.
+func (g *Guard) Configure(opts *pebble.Options, fs vfs.FS) {
+	opts.FS = g.FS(fs)
+	opts.Logger = g.Logger()
+	opts.EventListener = &pebble.EventListener{BackgroundError: g.backgroundError}
+}
+
+// backgroundError fails the store when a flush or compaction meets a
+// full or failing disk. Pebble retries those, but while it does, writes
+// fill the memtables until commits stall for good, holding whatever
+// locks their callers hold: refusing changes at the first such error
+// keeps the target answering.
+func (g *Guard) backgroundError(err error) {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EIO) {
+		g.Fail(fmt.Errorf("background: %w", err))
+		return
+	}
+	g.Logger().Errorf("background error: %s", err)
+}
 
 // FS wraps the filesystem the store is opened on, so that Fail can fence
 // it and release its lock. Open the database on the returned FS.

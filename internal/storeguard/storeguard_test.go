@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -179,5 +180,44 @@ func TestRunnerReopensWhenRoom(t *testing.T) {
 	}
 	if !r.Current().closed.Load() {
 		t.Error("Close did not close the current target")
+	}
+}
+
+// A flush that meets a full disk fails the store before the memtables
+// fill and commits stall for good: writes are refused at once. (A commit
+// already caught in a stall stays there; with an MDT's 4 MiB memtables
+// that takes thousands of changes within the milliseconds a flush needs
+// to fail, and the runner does not wait for it.)
+func TestFullDiskAtFlushRefusesBeforeStall(t *testing.T) {
+	var on atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		// Tables only: the WAL still takes writes, as a preallocated one
+		// does on a real disk.
+		if on.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasSuffix(op.Path, ".sst") {
+			return syscall.ENOSPC
+		}
+		return nil
+	}))
+	g := New("test")
+	opts := &pebble.Options{}
+	g.Configure(opts, fs)
+	db, err := pebble.Open("/db", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on.Store(true)
+	val := make([]byte, 1<<10)
+	for i := 0; i < 16<<10; i++ { // 16 MiB: four memtables' worth
+		if err = g.Do(func() error { return db.Set([]byte(fmt.Sprint("k", i)), val, pebble.NoSync) }); err != nil {
+			break
+		}
+		time.Sleep(time.Microsecond) // a metadata server's pace, not a tight loop's
+	}
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("writes with flushes failing: %v, want ENOSPC", err)
+	}
+	start := time.Now()
+	if err := set(g, db, "later", false); !errors.Is(err, syscall.ENOSPC) || time.Since(start) > 100*time.Millisecond {
+		t.Errorf("a change after the failed flush: %v after %v, want ENOSPC at once", err, time.Since(start))
 	}
 }
