@@ -478,6 +478,11 @@ func TestGrantLifecycle(t *testing.T) {
 	}
 	b2 := to.client(2, uid1000)
 	must(t, b2.write(obj(2), 0, pattern(4096, 2))) // a rewrite: reconnects only
+	if b2.grant.Seq <= b.grant.Seq {
+		// A client keeps the reply of the highest sequence number: this one
+		// would be ignored.
+		t.Errorf("grant sequence %d after the restart, %d before", b2.grant.Seq, b.grant.Seq)
+	}
 	time.Sleep(2500 * time.Millisecond)
 	if g := to.o.space.grantOf(2); g != gb {
 		t.Errorf("returning client lost its grant: %d→%d", gb, g)

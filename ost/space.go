@@ -41,8 +41,13 @@ type space struct {
 	qpending map[proto.QuotaKey]uint64 // reserved by writes in flight, per id
 	clients  map[uint64]*grantee
 	byConn   map[uint64]map[uint64]struct{} // connection → clients that wrote on it
-	seq      uint64
-	bound    sync.Map // connClient → struct{}: fast path of bind
+	// seq orders the grants replies report. A client keeps the reply
+	// with the highest, so it starts from the clock, not from 0: a
+	// restarted OST's replies must supersede the ones before the restart,
+	// or the client would count on its old grant, cut at the restart
+	// (fitGrantsLocked) or taken back, until the count caught up.
+	seq   uint64
+	bound sync.Map // connClient → struct{}: fast path of bind
 }
 
 // grantee is one client's grant.
@@ -58,7 +63,7 @@ type connClient struct{ conn, client uint64 }
 
 func newSpace(o *OST, capacity uint64) *space {
 	return &space{o: o, capacity: capacity, usage: map[proto.QuotaKey]uint64{}, qpending: map[proto.QuotaKey]uint64{},
-		clients: map[uint64]*grantee{}, byConn: map[uint64]map[uint64]struct{}{}}
+		clients: map[uint64]*grantee{}, byConn: map[uint64]map[uint64]struct{}{}, seq: uint64(time.Now().UnixNano())}
 }
 
 // load sums the object records and restores the grants. Every client
