@@ -262,6 +262,41 @@ func alignedBuf(n int) []byte {
 }
 
 // TestErrnos checks the error each failing call returns.
+// A cut by O_TRUNC or truncate(2) of a file just written updates its
+// mtime and ctime, as pjdfstest open/00.t and truncate/00.t check: stat
+// at once shows both at the cut, not the write's mtime with the cut's
+// ctime.
+func TestTruncateTimes(t *testing.T) {
+	_, mnt := mount(t)
+	for _, how := range []string{"O_TRUNC", "truncate", "ftruncate"} {
+		t.Run(how, func(t *testing.T) {
+			p := filepath.Join(mnt, how)
+			writeFile(t, p, bytes.Repeat([]byte("x"), 5000))
+			var before syscall.Stat_t
+			must(t, syscall.Stat(p, &before))
+			time.Sleep(20 * time.Millisecond)
+			switch how {
+			case "O_TRUNC":
+				fd, err := syscall.Open(p, syscall.O_WRONLY|syscall.O_TRUNC, 0)
+				must(t, err)
+				syscall.Close(fd)
+			case "truncate":
+				must(t, syscall.Truncate(p, 10))
+			case "ftruncate":
+				f, err := os.OpenFile(p, os.O_WRONLY, 0)
+				must(t, err)
+				must(t, f.Truncate(100))
+				f.Close()
+			}
+			var st syscall.Stat_t
+			must(t, syscall.Stat(p, &st))
+			if st.Mtim != st.Ctim || st.Mtim == before.Mtim {
+				t.Errorf("after %s: mtime %v, ctime %v (before: mtime %v)", how, st.Mtim, st.Ctim, before.Mtim)
+			}
+		})
+	}
+}
+
 func TestErrnos(t *testing.T) {
 	_, mnt := mount(t)
 	p := func(s string) string { return filepath.Join(mnt, s) }
