@@ -3,10 +3,14 @@ package cluster
 import (
 	"net"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/stripefs/stripefs/internal/diskspace"
 	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/mds"
+	"github.com/stripefs/stripefs/metrics"
 	"github.com/stripefs/stripefs/ost"
+	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
 
@@ -41,4 +45,43 @@ func RunOST(cfg ost.Config, o *ost.OST, addr string) *storeguard.Runner[*ost.OST
 		func() bool {
 			return cfg.IndexFS != nil || storeguard.HasRoom(cfg.DataDir, reopenRoom)
 		})
+}
+
+// served is a target as --metrics shows it.
+type served struct {
+	srv   *rpc.Server
+	store interface{ StoreMetrics() *pebble.Metrics }
+}
+
+func (s served) RPCStats() *rpc.Stats          { return s.srv.Stats }
+func (s served) InFlight() int64               { return s.srv.InFlight() }
+func (s served) StoreMetrics() *pebble.Metrics { return s.store.StoreMetrics() }
+func (s served) Counters() (out []metrics.Counter) {
+	if s.srv.Counters == nil {
+		return nil
+	}
+	for _, c := range s.srv.Counters() {
+		out = append(out, metrics.Counter{Name: c.Name, Value: c.Value})
+	}
+	return out
+}
+
+// AddMDT shows the MDT a runner keeps in reg.
+func AddMDT(reg *metrics.Registry, index int, r *storeguard.Runner[*mds.MDT]) {
+	reg.AddTarget(proto.KindMDT, uint32(index), func() metrics.Target { m := r.Current(); return served{m.Srv, m} })
+}
+
+// AddOST shows the OST a runner keeps in reg.
+func AddOST(reg *metrics.Registry, index int, r *storeguard.Runner[*ost.OST]) {
+	reg.AddTarget(proto.KindOST, uint32(index), func() metrics.Target { o := r.Current(); return served{o.Srv, o} })
+}
+
+// AddMetrics shows every target of the cluster in reg.
+func (c *Cluster) AddMetrics(reg *metrics.Registry) {
+	for i, r := range c.mdts {
+		AddMDT(reg, i, r)
+	}
+	for i, r := range c.osts {
+		AddOST(reg, i, r)
+	}
 }

@@ -108,8 +108,11 @@ type Client struct {
 
 	identity *rpc.Client // UUID and XID counter every connection shares
 
-	// Stats counts this client's RPCs to all targets.
-	Stats    *rpc.Stats
+	// Stats counts this client's RPCs to all targets; targetStats to
+	// each (by name: MDT0000, OST0001), under targetMu.
+	Stats       *rpc.Stats
+	targetMu    sync.Mutex
+	targetStats map[string]*rpc.Stats
 	counters counters
 	ec       ecState
 
@@ -188,6 +191,34 @@ func (c *Client) KeyFile() string {
 	return ""
 }
 
+// TargetStats are the client's RPC counters and latencies for each
+// target it called, by target name (MDT0000, OST0001).
+func (c *Client) TargetStats() map[string]*rpc.Stats {
+	c.targetMu.Lock()
+	defer c.targetMu.Unlock()
+	out := make(map[string]*rpc.Stats, len(c.targetStats))
+	for k, v := range c.targetStats {
+		out[k] = v
+	}
+	return out
+}
+
+// statsFor is the counters of the target called name, made on first use
+// and kept across reconnections.
+func (c *Client) statsFor(name string) *rpc.Stats {
+	c.targetMu.Lock()
+	defer c.targetMu.Unlock()
+	if c.targetStats == nil {
+		c.targetStats = map[string]*rpc.Stats{}
+	}
+	s := c.targetStats[name]
+	if s == nil {
+		s = rpc.NewStats()
+		c.targetStats[name] = s
+	}
+	return s
+}
+
 func (c *Client) newRPC(addr string) *rpc.Client {
 	r := rpc.NewClient(addr, c.opts.Name)
 	r.ShareIdentity(c.identity) // one caller to the servers, whatever the connection
@@ -209,6 +240,7 @@ func (c *Client) newRPC(addr string) *rpc.Client {
 // locks up.
 func (c *Client) newMDTRPC(idx uint32, addr string) *rpc.Client {
 	r := c.newRPC(addr)
+	r.TargetStats = c.statsFor(proto.TargetName(proto.KindMDT, idx))
 	r.Replay = true
 	r.HandleCallback(proto.CBBlocking, c.handleBlocking(idx))
 	r.HandleCallback(proto.CBGlimpse, c.handleGlimpse)
@@ -249,6 +281,7 @@ func (c *Client) refreshConfig(ctx context.Context) error {
 				old.Close()
 			}
 			c.osts[t.Index] = c.newRPC(t.Addr)
+			c.osts[t.Index].TargetStats = c.statsFor(proto.TargetName(proto.KindOST, t.Index))
 		}
 	}
 	return nil

@@ -66,3 +66,12 @@ func (m *MDT) abandonStore() {
 
 // Name is the MDT's name in logs: mdt0, mdt1…
 func (m *MDT) Name() string { return fmt.Sprintf("mdt%d", m.cfg.Index) }
+
+// StoreMetrics are the database's Pebble metrics; nil once it failed (a
+// failed database's locks may be held by a parked goroutine).
+func (m *MDT) StoreMetrics() *pebble.Metrics {
+	if m.guard.Err() != nil {
+		return nil
+	}
+	return m.db.Metrics()
+}

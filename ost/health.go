@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // An OST whose disk fails is read-only until its runner reopens it:
@@ -36,3 +38,11 @@ func (o *OST) diskFailed(op string, id fmt.Stringer, err error) {
 
 // Name is the OST's name in logs: ost0, ost1…
 func (o *OST) Name() string { return fmt.Sprintf("ost%d", o.cfg.Index) }
+
+// StoreMetrics are the index's Pebble metrics; nil once it failed.
+func (o *OST) StoreMetrics() *pebble.Metrics {
+	if o.readOnly() != nil {
+		return nil
+	}
+	return o.idx.db.Metrics()
+}

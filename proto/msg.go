@@ -1,5 +1,10 @@
 package proto
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Method numbers. MDT methods are below 64, OST methods from 64, cluster
 // (MGS) methods from 128. A number is never reused for another meaning.
 const (
@@ -325,6 +330,11 @@ const (
 	KindMDT = "mdt"
 	KindOST = "ost"
 )
+
+// TargetName is a target's name as Lustre writes it: MDT0000, OST001f.
+func TargetName(kind string, index uint32) string {
+	return fmt.Sprintf("%s%04x", strings.ToUpper(kind), index)
+}
 
 type Target struct {
 	Kind  string

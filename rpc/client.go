@@ -73,6 +73,9 @@ type Client struct {
 	UUID  string
 	xids  *atomic.Uint64
 	Stats *Stats
+	// TargetStats, if set, counts this client's calls apart from the
+	// others that share Stats (a mount's calls to each target).
+	TargetStats *Stats
 	// DialTimeout bounds each connection attempt.
 	DialTimeout time.Duration
 	// RetryFor is how long a call keeps redialing a server that refuses
@@ -582,6 +585,8 @@ func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 	cc.pending[id] = call
 	cc.mu.Unlock()
 	c.Stats.request(call.Method, int64(n))
+	c.TargetStats.request(call.Method, int64(n))
+	sent := time.Now()
 
 	if err := cc.w.write(h, wmsg, call.BulkOut); err != nil {
 		cc.fail(fmt.Errorf("%w: %v", ErrDisconnected, err))
@@ -601,9 +606,14 @@ func (c *Client) do(ctx context.Context, cc *clientConn, call *Call) error {
 	}
 	if errors.Is(call.err, ErrDisconnected) {
 		c.drop(cc)
+	} else {
+		d := time.Since(sent)
+		c.Stats.latency(call.Method, d)
+		c.TargetStats.latency(call.Method, d)
 	}
 	if call.err == nil {
 		c.Stats.reply(call.Method, int64(call.NBulkIn))
+		c.TargetStats.reply(call.Method, int64(call.NBulkIn))
 	}
 	if c.Replay && (call.err == nil || call.committed > 0) {
 		c.keep(call, msg)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,6 +38,8 @@ type Request struct {
 	// Cred is the user the request acts for (FlagCred), nil when the
 	// client named none.
 	Cred *Cred
+
+	received time.Time // when the request arrived whole, for its latency
 }
 
 type callerKey struct{}
@@ -119,6 +122,7 @@ type Handler func(ctx context.Context, req *Request) (Reply, error)
 type Server struct {
 	Name     string
 	Stats    *Stats
+	inflight atomic.Int64 // requests read and not yet answered (InFlight)
 	handlers [256]Handler
 	// Key is what the server proves itself and checks its peers with
 	// (nil: the process's key, ProcessKey).
@@ -384,9 +388,11 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 		}
 		s.Stats.request(h.Method, int64(h.BulkLen))
+		req.received = time.Now()
 		inflight.Add(1)
+		s.inflight.Add(1)
 		go func() {
-			defer func() { release(); inflight.Done() }()
+			defer func() { release(); inflight.Done(); s.inflight.Add(-1) }()
 			sc.dispatch(ctx, h, req)
 			putBody(body) // handlers must not keep Msg or Bulk
 		}()
@@ -425,7 +431,12 @@ func (sc *serverConn) dispatch(ctx context.Context, h Header, req *Request) {
 	out, msg, bulk := replyFrame(out, reply, err)
 	sc.s.Stats.reply(h.Method, int64(out.BulkLen))
 	_ = sc.write(out, msg, bulk)
+	sc.s.Stats.latency(h.Method, time.Since(req.received))
 }
+
+// InFlight is how many requests the server has read and not yet
+// answered: its queue depth.
+func (s *Server) InFlight() int64 { return s.inflight.Load() }
 
 // run calls req's handler with the caller's identity in ctx, and returns
 // the transno of the change it made (SetTransno). A panicking handler

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/stripefs/stripefs/wire"
 )
@@ -236,6 +237,8 @@ func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call
 	}
 	s.Stats.request(call.Method, int64(len(bulk)))
 	c.Stats.request(call.Method, int64(len(bulk)))
+	c.TargetStats.request(call.Method, int64(len(bulk)))
+	start := time.Now()
 	call.Direct = true
 	call.NBulkIn = 0
 	if call.Cred == nil {
@@ -264,9 +267,14 @@ func (s *Server) callDirect(ctx context.Context, c *Client, cc *clientConn, call
 		call.committed = s.Committed()
 	}
 	err = call.directResult(reply, err)
+	d := time.Since(start)
+	s.Stats.latency(call.Method, d)
+	c.Stats.latency(call.Method, d)
+	c.TargetStats.latency(call.Method, d)
 	if err == nil {
 		s.Stats.reply(call.Method, int64(call.NBulkIn))
 		c.Stats.reply(call.Method, int64(call.NBulkIn))
+		c.TargetStats.reply(call.Method, int64(call.NBulkIn))
 	}
 	if c.Replay && (err == nil || call.committed > 0) {
 		c.keep(call, msg)

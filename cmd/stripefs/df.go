@@ -116,7 +116,7 @@ func dfOf(ctx context.Context, mnt string, ts []targets.Target) *dfReport {
 	for i, t := range ts {
 		d := &rep.Targets[i]
 		d.Kind, d.Index = t.Kind, t.Index
-		d.UUID = fmt.Sprintf("stripefs-%s%04x_UUID", d.label(), t.Index)
+		d.UUID = "stripefs-" + proto.TargetName(t.Kind, t.Index) + "_UUID"
 		switch {
 		case errs[i] != nil:
 			d.Error = errs[i].Error()

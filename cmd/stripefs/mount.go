@@ -94,6 +94,7 @@ The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 	f.DurationVar(&mo.EntryTimeout, "entry-timeout", time.Second, "kernel name cache timeout")
 	f.BoolVar(&background, "background", false, "return once mounted, leaving the daemon running")
 	f.StringVar(&logFile, "log", "", "with --background: where the daemon logs (default: discarded)")
+	metricsFlag(f)
 	return cmd
 }
 
@@ -111,6 +112,9 @@ func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(
 	defer c.Close()
 	if mo.FSName == "" {
 		mo.FSName = mgs
+	}
+	if reg := procMetrics(); reg != nil {
+		reg.AddClient("mount", clientMetrics{c: c})
 	}
 	clearStaleMount(dir)
 	srv, err := fusefs.Mount(c, dir, mo)

@@ -83,6 +83,9 @@ func startGateway(cf *clientFlags, nf *nfsFlags, mgs, listen string) (stop func(
 		gonfs.Log.SetLevel(gonfs.FatalLevel)
 	}
 	g := nfsexport.New(c, opts)
+	if reg := procMetrics(); reg != nil {
+		reg.AddClient("nfs", clientMetrics{c: c, extra: gatewayCounters(g)})
+	}
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(l) }()
 	fmt.Printf("nfs gateway ready on %s (mgs %s)\n", l.Addr(), mgs)
@@ -141,6 +144,7 @@ or mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`
 	nf.add(f, "")
 	f.StringVar(&mgs, "mgs", "", "MDT0's address")
 	f.StringVar(&listen, "listen", "127.0.0.1:2049", "address to serve NFS and MOUNT on")
+	metricsFlag(f)
 	return cmd
 }
 

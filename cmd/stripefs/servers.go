@@ -81,6 +81,9 @@ func mdsCmd() *cobra.Command {
 			}
 			go m.Serve(l)
 			r := cluster.RunMDT(cfg, m, l.Addr().String())
+			if reg := procMetrics(); reg != nil {
+				cluster.AddMDT(reg, cfg.Index, r)
+			}
 			if cfg.Index > 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 				err := mds.Register(ctx, cfg.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(cfg.Index), Addr: cfg.Addr})
@@ -115,6 +118,7 @@ func mdsCmd() *cobra.Command {
 	f.DurationVar(&cfg.LockTimeout, "lock-timeout", lockd.DefaultTimeout,
 		"how long a client may take to answer a lock callback (flush and give the lock up) before it is evicted")
 	addLimitFlags(f)
+	metricsFlag(f)
 	return cmd
 }
 
@@ -164,6 +168,9 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 			}
 			go o.Serve(l)
 			r := cluster.RunOST(cfg, o, l.Addr().String())
+			if reg := procMetrics(); reg != nil {
+				cluster.AddOST(reg, cfg.Index, r)
+			}
 			addr := advertised(advertise, l.Addr().String())
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			err = mds.Register(ctx, mgs, proto.Target{Kind: proto.KindOST, Index: uint32(cfg.Index), Addr: addr})
@@ -190,6 +197,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 	cfg.Reserve = reserveFlag(f, "it grants and allocates no more")
 	f.BoolVar(&cfg.NoEarlyWriteback, "no-early-writeback", false, "do not start the disk write of large writes at once (leave it to the kernel's flusher and fsync)")
 	addLimitFlags(f)
+	metricsFlag(f)
 	return cmd
 }
 

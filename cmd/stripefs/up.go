@@ -65,6 +65,9 @@ client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
 				return err
 			}
 			defer cl.Close()
+			if reg := procMetrics(); reg != nil {
+				cl.AddMetrics(reg)
+			}
 			if nfsAddr != "" {
 				// The gateway has a client of its own, not the mount's:
 				// NFS clients and local users do not share caches, as they
@@ -98,6 +101,7 @@ client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
 	f.IntVar(&spec.MDTs, "mdts", 2, "number of MDTs (first start only)")
 	f.IntVar(&spec.OSTs, "osts", 4, "number of OSTs (first start only)")
 	f.StringVarP(&opts, "options", "o", "", "mount options, as for stripefs mount")
+	metricsFlag(f)
 	return cmd
 }
 

@@ -138,7 +138,7 @@ type fakeTarget struct {
 	closed atomic.Bool
 }
 
-func (f *fakeTarget) Serve(l net.Listener) error    { f.served <- l; return nil }
+func (f *fakeTarget) Serve(l net.Listener) error   { f.served <- l; return nil }
 func (f *fakeTarget) StoreFailed() <-chan struct{} { return f.g.Failed() }
 func (f *fakeTarget) StoreNoSpace() bool           { return f.g.NoSpace() }
 func (f *fakeTarget) Close() error                 { f.closed.Store(true); return nil }

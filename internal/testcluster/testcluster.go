@@ -95,9 +95,12 @@ type Proc struct {
 	Name string
 	Args []string
 	Addr string // from its ready line
-	Log  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	// Metrics is the URL of its Prometheus metrics, when it was started
+	// with --metrics.
+	Metrics string
+	Log     string
+	cmd     *exec.Cmd
+	done    chan struct{}
 }
 
 // Cluster is a set of server processes and, optionally, a mount.
@@ -122,6 +125,9 @@ const TestWindow = "3s"
 
 var readyRE = regexp.MustCompile(`ready on (\S+)`)
 
+// metricsRE is the line a process started with --metrics prints.
+var metricsRE = regexp.MustCompile(`metrics on (http://\S+)`)
+
 // Start runs nMDT MDT and nOST OST processes with data under a temporary
 // directory; they are stopped when the test ends.
 func Start(t testing.TB, nMDT, nOST int) *Cluster {
@@ -132,6 +138,12 @@ func Start(t testing.TB, nMDT, nOST int) *Cluster {
 // StartArgs is Start with extra flags for every MDT (--commit-interval,
 // --recovery-window…; later flags win over the defaults).
 func StartArgs(t testing.TB, nMDT, nOST int, mdtArgs ...string) *Cluster {
+	t.Helper()
+	return StartFlags(t, nMDT, nOST, mdtArgs, nil)
+}
+
+// StartFlags is StartArgs with extra flags for every OST too.
+func StartFlags(t testing.TB, nMDT, nOST int, mdtArgs, ostArgs []string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, Bin: Binary(t), Dir: t.TempDir()}
 	t.Cleanup(c.stopAll)
@@ -150,6 +162,7 @@ func StartArgs(t testing.TB, nMDT, nOST int, mdtArgs ...string) *Cluster {
 	}
 	for i := 0; i < nOST; i++ {
 		args := []string{"ost", "--index", fmt.Sprint(i), "--data", filepath.Join(c.Dir, fmt.Sprintf("ost%d", i)), "--listen", "127.0.0.1:0", "--mgs", c.MGS}
+		args = append(args, ostArgs...)
 		c.OSTs = append(c.OSTs, c.start(fmt.Sprintf("ost%d", i), args, readyRE))
 	}
 	return c
@@ -246,7 +259,7 @@ func (c *Cluster) run(p *Proc, ready *regexp.Regexp) {
 		c.t.Fatal(err)
 	}
 	p.cmd, p.done = cmd, make(chan struct{})
-	lines := make(chan string, 1)
+	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -261,6 +274,9 @@ func (c *Cluster) run(p *Proc, ready *regexp.Regexp) {
 	for {
 		select {
 		case l := <-lines:
+			if m := metricsRE.FindStringSubmatch(l); m != nil {
+				p.Metrics = m[1]
+			}
 			if m := ready.FindStringSubmatch(l); m != nil {
 				p.Addr = m[1]
 				return
