@@ -128,6 +128,11 @@ type objFile struct {
 	noDirect bool       // direct I/O failed on this object: write buffered
 	dioOff   int        // alignment of direct I/O offsets and lengths
 	dioMem   int        // and of its buffers
+
+	// owner is the owner xattr the file carries, read at the first
+	// allocating write after the open; guarded by the object's allocLock.
+	owner      proto.Owner
+	ownerKnown bool
 }
 
 // close closes the object's descriptors.
@@ -535,11 +540,19 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 	if err != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
-	if !had || rec.Owner != owner {
-		// The owner on the file itself, for a reconcile that finds the
-		// index lost the record. Failure is not an error: the index has
-		// it until then.
-		_ = of.f.SetXattr(ownerXattr, wire.Marshal(nil, &owner))
+	// The owner on the file itself, for a reconcile that finds the index
+	// lost the record. Whether the file has it is asked of the file, not
+	// inferred from the record: after a crash the index may keep a record
+	// whose file lost its xattr (the creation was durable, the xattr was
+	// not), and every later write under that record would then leave the
+	// file without one, its blocks charged to root once a crash lost the
+	// record too. Failure is not an error: the index has the owner until
+	// then.
+	if !of.ownerKnown {
+		of.owner, of.ownerKnown = readOwnerXattr(o.objPath(req.Obj)), true
+	}
+	if of.owner != owner && of.f.SetXattr(ownerXattr, wire.Marshal(nil, &owner)) == nil {
+		of.owner = owner
 	}
 	end := req.Off + uint64(len(data))
 	werr := o.store(of, data, int64(req.Off), req.NoCache)

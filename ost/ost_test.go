@@ -550,6 +550,27 @@ func TestIndexRebuiltFromObjects(t *testing.T) {
 	}
 }
 
+// An object file that lacks its owner xattr gets it at its next
+// allocating write, whatever the index says: a crash can keep the file's
+// creation and the index's record and lose the xattr, and a file written
+// on without it gave its blocks to root once another crash lost the
+// record too (TestObjectPowerLoss).
+func TestOwnerXattrRewritten(t *testing.T) {
+	to := startOST(t, Config{Index: 0})
+	c := to.client(1, uid1000)
+	must(t, c.write(obj(1), 0, pattern(4096, 1)))
+	p := to.o.objPath(obj(1))
+	to.o.Close()
+	to.o = nil
+	must(t, unix.Removexattr(p, ownerXattr)) // as the crash left it
+	to.open()
+	c = to.client(1, uid1000)
+	must(t, c.write(obj(1), 1<<20, pattern(4096, 2))) // allocates
+	if got := readOwnerXattr(p); got != uid1000 {
+		t.Errorf("the object file's owner after an allocating write: %+v, want %+v", got, uid1000)
+	}
+}
+
 // Punch and destroy give space back to the owner that was charged.
 func TestPunchAndDestroyRelease(t *testing.T) {
 	to := startOST(t, Config{Index: 0})
