@@ -5,7 +5,7 @@ BIN     := bin/stripefs
 RUNDIR  ?= $(CURDIR)/run
 FUZZTIME ?= 100000x
 # Packages whose state is shared between goroutines: tested with -race.
-RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./nodemap/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/...
+RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./nodemap/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/... ./metrics/...
 
 .PHONY: build run test test-unit test-e2e test-e2e-race fuzz lint bench bench-dne install clean
 
@@ -27,7 +27,7 @@ test-unit:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
 test-e2e: build
-	$(GO) test -count=1 -timeout 30m ./e2e/... ./bench/... ./cmd/...
+	$(GO) test -count=1 -timeout 30m ./e2e/... ./bench/... ./cmd/... ./deploy/...
 
 # The restart, recovery, fault and data-path tests again, with the server
 # and mount processes built with the race detector (a race they report
@@ -58,9 +58,15 @@ bench: build
 bench-dne: build
 	STRIPEFS=./$(BIN) bench/scripts/dne-servers.sh
 
+# The binary, mount(8)'s helper, and the systemd units (an existing
+# /etc/stripefs/stripefs.conf is kept).
 install: build
 	install -m 0755 $(BIN) /usr/local/bin/stripefs
 	ln -sf /usr/local/bin/stripefs /sbin/mount.fuse.stripefs
+	install -d /etc/systemd/system /etc/stripefs
+	install -m 0644 deploy/systemd/stripefs-mds@.service deploy/systemd/stripefs-ost@.service deploy/systemd/stripefs-nfs.service /etc/systemd/system/
+	[ -e /etc/stripefs/stripefs.conf ] || install -m 0644 deploy/systemd/stripefs.conf /etc/stripefs/stripefs.conf
+	-systemctl daemon-reload 2>/dev/null
 
 clean:
 	rm -rf bin

@@ -113,8 +113,8 @@ type Client struct {
 	Stats       *rpc.Stats
 	targetMu    sync.Mutex
 	targetStats map[string]*rpc.Stats
-	counters counters
-	ec       ecState
+	counters    counters
+	ec          ecState
 
 	lmvMu sync.Mutex
 	lmvs  map[proto.FID]*proto.LMV // layouts of striped directories (stripedir.go)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -129,6 +130,7 @@ func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(
 	if onReady != nil {
 		onReady()
 	}
+	notify(daemon.SdNotifyReady)
 	return serveUntilSignal(srv, dir, sig)
 }
 
@@ -142,6 +144,7 @@ func serveUntilSignal(srv *fuse.Server, dir string, sig <-chan os.Signal) error 
 		return nil
 	case s := <-sig:
 		log.Printf("stripefs: %v: unmounting %s", s, dir)
+		notify(daemon.SdNotifyStopping)
 		for i := 0; ; i++ {
 			err := srv.Unmount()
 			if err == nil {

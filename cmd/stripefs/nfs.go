@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	gonfs "github.com/willscott/go-nfs"
@@ -134,8 +135,10 @@ or mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`
 			if err != nil {
 				return err
 			}
+			notify(daemon.SdNotifyReady)
 			s := <-sig
 			log.Printf("nfs: %v: stopping", s)
+			notify(daemon.SdNotifyStopping)
 			return stop()
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -95,8 +96,10 @@ func mdsCmd() *cobra.Command {
 			}
 			stop := stopSignals()
 			fmt.Printf("mdt%d ready on %s\n", cfg.Index, cfg.Addr)
+			notify(daemon.SdNotifyReady)
 			s := <-stop
 			log.Printf("mdt%d: %v: stopping", cfg.Index, s)
+			notify(daemon.SdNotifyStopping)
 			return r.Close()
 		},
 	}
@@ -181,8 +184,10 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 			}
 			stop := stopSignals()
 			fmt.Printf("ost%d ready on %s\n", cfg.Index, addr)
+			notify(daemon.SdNotifyReady)
 			s := <-stop
 			log.Printf("ost%d: %v: stopping", cfg.Index, s)
+			notify(daemon.SdNotifyStopping)
 			return r.Close()
 		},
 	}
