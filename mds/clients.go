@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -78,7 +78,7 @@ func (m *MDT) loadClients() error {
 		uuid := string(it.Key()[1:])
 		var r clientRecord
 		if err := wire.Unmarshal(it.Value(), &r); err != nil {
-			log.Printf("mdt%d: client table: record of %s unreadable (%v); waiting for it anyway", m.cfg.Index, uuid, err)
+			m.logf(slog.LevelInfo, "client table: record of %s unreadable (%v); waiting for it anyway", uuid, err)
 		}
 		m.clients[uuid] = true
 		m.win.names[uuid] = r.Name
@@ -104,8 +104,7 @@ func (m *MDT) openClientWindow() {
 	}
 	m.win.mu.Unlock()
 	if rec {
-		log.Printf("mdt%d: recovery: waiting up to %v for %d known clients to reconnect and replay (last committed transno %d)",
-			m.cfg.Index, m.cfg.ClientWindow, len(known), m.startTransno)
+		m.logf(slog.LevelInfo, "recovery: waiting up to %v for %d known clients to reconnect and replay (last committed transno %d)", m.cfg.ClientWindow, len(known), m.startTransno)
 	}
 }
 
@@ -132,8 +131,7 @@ func (m *MDT) winStep(f func(sm *recovery.Machine, now time.Time)) {
 	}
 	m.win.mu.Unlock()
 	if ended {
-		log.Printf("mdt%d: recovery over after %v: %d of %d clients recovered, %d evicted; %d replays applied, %d refused; %d requests waited for it",
-			m.cfg.Index, st.Duration.Round(time.Millisecond), st.Recovered, st.Known, st.Evicted, st.Replays, st.Refused, m.win.delayed.Load())
+		m.logf(slog.LevelWarn, "recovery over after %v: %d of %d clients recovered, %d evicted; %d replays applied, %d refused; %d requests waited for it", st.Duration.Round(time.Millisecond), st.Recovered, st.Known, st.Evicted, st.Replays, st.Refused, m.win.delayed.Load())
 	}
 }
 
@@ -156,12 +154,11 @@ func (m *MDT) windowTick() {
 		for _, uuid := range evicted {
 			delete(m.clients, uuid)
 			b.Delete(clientKey(uuid), nil)
-			log.Printf("mdt%d: recovery: evicted client %q (%s): it did not finish replaying within the %v window; its uncommitted changes are lost and its replays will be refused",
-				m.cfg.Index, m.win.names[uuid], uuid, m.cfg.ClientWindow)
+			m.logf(slog.LevelWarn, "recovery: evicted client %q (%s): it did not finish replaying within the %v window; its uncommitted changes are lost and its replays will be refused", m.win.names[uuid], uuid, m.cfg.ClientWindow)
 		}
 		m.clientsMu.Unlock()
 		if err := m.commit(b, false); err != nil {
-			log.Printf("mdt%d: recovery: forget evicted clients: %v", m.cfg.Index, err)
+			m.logf(slog.LevelWarn, "recovery: forget evicted clients: %v", err)
 		}
 	})
 }

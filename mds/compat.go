@@ -3,7 +3,7 @@ package mds
 import (
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -154,7 +154,7 @@ func (m *MDT) upgradeFormat() error {
 		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
 	}
 	if inodes+records > 0 {
-		log.Printf("mdt%d: database upgraded to format %d: %d inodes, %d update-log records", m.cfg.Index, dbFormat, inodes, records)
+		m.logf(slog.LevelInfo, "database upgraded to format %d: %d inodes, %d update-log records", dbFormat, inodes, records)
 	}
 	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"slices"
 	"strconv"
 	"syscall"
@@ -289,7 +289,7 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, raw []byte, redo, stri
 				if strict {
 					return nil, err
 				}
-				log.Printf("mdt%d: %s %s: keeping %s: %v", m.cfg.Index, rec.Op, rec.ID, u.FID, err)
+				m.logf(slog.LevelWarn, "%s %s: keeping %s: %v", rec.Op, rec.ID, u.FID, err)
 				continue
 			}
 			n.Attr.Nlink = 0
@@ -311,7 +311,7 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, raw []byte, redo, stri
 						continue
 					}
 					name = fmt.Sprintf("%s.recovered-%x-%x", u.Name, u.FID.Seq, u.FID.Oid)
-					log.Printf("mdt%d: recovery: %s/%q is taken; linking %s as %q", m.cfg.Index, u.Parent, u.Name, u.FID, name)
+					m.logf(slog.LevelInfo, "recovery: %s/%q is taken; linking %s as %q", u.Parent, u.Name, u.FID, name)
 				}
 			}
 			p.setDirent(u.Parent, name, &dirent{FID: u.FID, Mode: u.Mode})
@@ -483,7 +483,7 @@ func (m *MDT) txnApplyBatch(ctx context.Context, r *proto.TxnApplyBatchReq) (any
 		seen[rec.ID] = true
 		b := m.db.NewBatch()
 		if _, err := m.applyRecordTo(b, rec, r.Records[i], ""); err != nil {
-			log.Printf("mdt%d: %s %s pushed by mdt%d: %v (its sweeper redoes it)", m.cfg.Index, rec.Op, rec.ID, rec.ID.Coord, err)
+			m.logf(slog.LevelWarn, "%s %s pushed by mdt%d: %v (its sweeper redoes it)", rec.Op, rec.ID, rec.ID.Coord, err)
 			continue
 		}
 		if b.Empty() {
@@ -680,7 +680,7 @@ func (m *MDT) txnRedo(ctx context.Context, r *proto.TxnRedoReq) (any, error) {
 	}
 	m.ctr.dtxRedone.Add(1)
 	m.ctr.dtxPending.Add(1)
-	log.Printf("mdt%d: recovery: redid my part of %s %s", m.cfg.Index, rec.Op, rec.ID)
+	m.logf(slog.LevelInfo, "recovery: redid my part of %s %s", rec.Op, rec.ID)
 	return &proto.Empty{}, nil
 }
 
@@ -718,7 +718,7 @@ func (m *MDT) setParam(ctx context.Context, r *proto.SetParamReq) (any, error) {
 			return nil, fmt.Errorf("mdt%d: remote_sync=%q: %w", m.cfg.Index, r.Value, syscall.EINVAL)
 		}
 		m.remoteSync.Store(v)
-		log.Printf("mdt%d: remote_sync=%v", m.cfg.Index, v)
+		m.logf(slog.LevelInfo, "remote_sync=%v", v)
 		return &proto.Empty{}, nil
 	}
 	return nil, fmt.Errorf("mdt%d: unknown parameter %q: %w", m.cfg.Index, r.Name, syscall.EINVAL)
@@ -991,7 +991,7 @@ func (m *MDT) recordsOf(want func(coord uint32) bool) []*dtx.Record {
 		rec, err := decodeRecord(v)
 		closer.Close()
 		if err != nil {
-			log.Printf("mdt%d: skipping corrupt update record %s: %v", m.cfg.Index, id, err)
+			m.logf(slog.LevelWarn, "skipping corrupt update record %s: %v", id, err)
 			continue
 		}
 		m.recs.keep(rec)
@@ -1217,16 +1217,16 @@ func (m *MDT) recoverFromPeers() {
 		b := m.db.NewBatch()
 		if _, err := m.applyPart(b, rec, nil, true, false); err != nil {
 			m.discard(b)
-			log.Printf("mdt%d: recovery: %s %s: %v", m.cfg.Index, rec.Op, rec.ID, err)
+			m.logf(slog.LevelWarn, "recovery: %s %s: %v", rec.Op, rec.ID, err)
 			continue
 		}
 		if err := m.commit(b, true); err != nil {
-			log.Printf("mdt%d: recovery: %s %s: %v", m.cfg.Index, rec.Op, rec.ID, err)
+			m.logf(slog.LevelWarn, "recovery: %s %s: %v", rec.Op, rec.ID, err)
 			continue
 		}
 		m.ctr.dtxRedone.Add(1)
 		m.ctr.dtxPending.Add(1)
-		log.Printf("mdt%d: recovery: redid my part of %s %s from a peer's log", m.cfg.Index, rec.Op, rec.ID)
+		m.logf(slog.LevelInfo, "recovery: redid my part of %s %s from a peer's log", rec.Op, rec.ID)
 	}
 }
 

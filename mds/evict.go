@@ -1,7 +1,7 @@
 package mds
 
 import (
-	"log"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -101,12 +101,11 @@ func (m *MDT) evictLost(uuid string) {
 		err = m.Sync()
 	}
 	if err != nil {
-		log.Printf("mdt%d: evicting lost client %q (%s): %v", m.cfg.Index, name, uuid, err)
+		m.logf(slog.LevelWarn, "evicting lost client %q (%s): %v", name, uuid, err)
 		return
 	}
 	l.evicted++
-	log.Printf("mdt%d: evicted client %q (%s): no connection for %v; its changes are committed and a restart will not wait for it",
-		m.cfg.Index, name, uuid, m.cfg.EvictAfter)
+	m.logf(slog.LevelWarn, "evicted client %q (%s): no connection for %v; its changes are committed and a restart will not wait for it", name, uuid, m.cfg.EvictAfter)
 }
 
 // stopLost ends evictions for good (the MDT is stopping), after any in

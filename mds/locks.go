@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"slices"
 	"syscall"
 	"time"
@@ -434,6 +434,6 @@ func (m *MDT) forgetClient(uuid, why string) {
 	b := m.db.NewBatch()
 	b.Delete(clientKey(uuid), nil)
 	if err := m.commit(b, false); err != nil {
-		log.Printf("mdt%d: forgetting client %s (%s): %v", m.cfg.Index, uuid, why, err)
+		m.logf(slog.LevelWarn, "forgetting client %s (%s): %v", uuid, why, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -386,7 +386,7 @@ func (m *MDT) dropOrphans() error {
 		n++
 	}
 	if n > 0 {
-		log.Printf("mdt%d: dropped %d open-unlinked inodes of the previous run (their OST objects are left for fsck)", m.cfg.Index, n)
+		m.logf(slog.LevelInfo, "dropped %d open-unlinked inodes of the previous run (their OST objects are left for fsck)", n)
 	}
 	return m.write(b, pebble.Sync)
 }
@@ -422,7 +422,7 @@ func (m *MDT) Close() error {
 		return nil
 	}
 	if err := m.logSync(); err != nil {
-		log.Printf("mdt%d: final commit: %v", m.cfg.Index, err)
+		m.logf(slog.LevelWarn, "final commit: %v", err)
 	}
 	return m.db.Close()
 }
@@ -445,7 +445,7 @@ func (m *MDT) committer() {
 		case <-t.C:
 			if !m.holdSyncs.Load() && m.dirty.Swap(false) {
 				if err := m.Sync(); err != nil && m.guard.Err() == nil { // a failed store is logged once
-					log.Printf("mdt%d: group commit: %v", m.cfg.Index, err)
+					m.logf(slog.LevelWarn, "group commit: %v", err)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -330,7 +331,7 @@ func (m *MDT) pusher(target uint32, pq *pushQ) {
 			return
 		}
 		if err := m.pushBatch(ctx, target, batch); err != nil && ctx.Err() == nil {
-			log.Printf("mdt%d: push of %d parts to mdt%d: %v (the sweeper redoes them)", m.cfg.Index, len(batch), target, err)
+			m.logf(slog.LevelWarn, "push of %d parts to mdt%d: %v (the sweeper redoes them)", len(batch), target, err)
 		}
 		m.grants.pushMu.Lock()
 		for _, f := range fids {
@@ -474,7 +475,7 @@ func (m *MDT) pullOnMiss() {
 			}
 			if applied, perr := m.pull(ctx, coord, mi.fid); perr != nil || !applied {
 				if perr != nil {
-					log.Printf("mdt%d: pull of %s from mdt%d: %v", m.cfg.Index, mi.fid, coord, perr)
+					m.logf(slog.LevelWarn, "pull of %s from mdt%d: %v", mi.fid, coord, perr)
 				}
 				return rep, err
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"strconv"
 	"sync"
 	"syscall"
@@ -178,7 +179,7 @@ func (m *MDT) quotaCheck() error {
 		return fmt.Errorf("mdt%d: quota check: %w", m.cfg.Index, err)
 	}
 	if n > 1 {
-		log.Printf("mdt%d: recorded the quota owners of %d inodes", m.cfg.Index, n)
+		m.logf(slog.LevelInfo, "recorded the quota owners of %d inodes", n)
 	}
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"log"
+	"log/slog"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -157,7 +157,7 @@ func (m *MDT) pruneDone() {
 	}
 	if b.Count() > 0 {
 		if err := m.write(b, pebble.NoSync); err != nil {
-			log.Printf("mdt%d: prune resend records: %v", m.cfg.Index, err)
+			m.logf(slog.LevelWarn, "prune resend records: %v", err)
 		}
 	}
 }

@@ -1,13 +1,16 @@
 package mds
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/stripefs/stripefs/proto"
 )
 
 // What an MDT does when its database fails (a full or failing disk):
@@ -60,7 +63,7 @@ func (m *MDT) abandonStore() {
 	select {
 	case <-done:
 	case <-time.After(time.Second):
-		log.Printf("mdt%d: the failed database did not close; left behind", m.cfg.Index)
+		m.logf(slog.LevelWarn, "the failed database did not close; left behind")
 	}
 }
 
@@ -74,4 +77,11 @@ func (m *MDT) StoreMetrics() *pebble.Metrics {
 		return nil
 	}
 	return m.db.Metrics()
+}
+
+// logf logs a line of this MDT at level: the message as "mdt1: …", with
+// the target attribute (target=MDT0001).
+func (m *MDT) logf(level slog.Level, format string, args ...any) {
+	slog.Log(context.Background(), level, fmt.Sprintf("mdt%d: "+format, append([]any{m.cfg.Index}, args...)...),
+		"target", proto.TargetName(proto.KindMDT, uint32(m.cfg.Index)))
 }

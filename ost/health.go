@@ -1,11 +1,15 @@
 package ost
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/stripefs/stripefs/proto"
 )
 
 // An OST whose disk fails is read-only until its runner reopens it:
@@ -45,4 +49,11 @@ func (o *OST) StoreMetrics() *pebble.Metrics {
 		return nil
 	}
 	return o.idx.db.Metrics()
+}
+
+// logf logs a line of this OST at level: the message as "ost1: …", with
+// the target attribute (target=OST0001).
+func (o *OST) logf(level slog.Level, format string, args ...any) {
+	slog.Log(context.Background(), level, fmt.Sprintf("ost%d: "+format, append([]any{o.cfg.Index}, args...)...),
+		"target", proto.TargetName(proto.KindOST, uint32(o.cfg.Index)))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -306,8 +307,7 @@ func (o *OST) reconcile() error {
 		return fmt.Errorf("ost%d: reconcile: commit: %w", o.cfg.Index, err)
 	}
 	if len(seen)+dropped > 0 {
-		log.Printf("ost%d: index reconciled with the object files (unclean stop or new index) in %v: %d objects, %d corrected, %d added, %d dropped",
-			o.cfg.Index, time.Since(start).Round(time.Millisecond), len(seen), fixed, added, dropped)
+		o.logf(slog.LevelInfo, "index reconciled with the object files (unclean stop or new index) in %v: %d objects, %d corrected, %d added, %d dropped", time.Since(start).Round(time.Millisecond), len(seen), fixed, added, dropped)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,7 @@ func (o *OST) setParam(ctx context.Context, r *proto.OSetParamReq) (any, error) 
 	default:
 		return nil, bad()
 	}
-	log.Printf("ost%d: set_param %s=%s", o.cfg.Index, r.Name, r.Value)
+	o.logf(slog.LevelInfo, "set_param %s=%s", r.Name, r.Value)
 	return &proto.Empty{}, nil
 }
 

@@ -3,7 +3,7 @@ package ost
 import (
 	"context"
 	"fmt"
-	"log"
+	"log/slog"
 	"math/bits"
 	"net"
 	"strconv"
@@ -115,7 +115,7 @@ func (s *space) fitGrantsLocked() error {
 		s.granted += cut
 		b.Set(grantKey(id), wire.Marshal(nil, &grantRecord{Grant: cut}), nil)
 	}
-	log.Printf("ost%d: %d bytes granted, %d left (used %d): grants cut to fit", s.o.cfg.Index, before, room, s.used)
+	s.o.logf(slog.LevelInfo, "%d bytes granted, %d left (used %d): grants cut to fit", before, room, s.used)
 	if err := s.o.idx.commit(b); err != nil {
 		return fmt.Errorf("ost%d: fit grants: %w", s.o.cfg.Index, err)
 	}
@@ -451,7 +451,7 @@ func (s *space) reclaim(grace, idle time.Duration) {
 	}
 	if n > 0 {
 		if err := s.o.idx.commit(b); err != nil {
-			log.Printf("ost%d: reclaim grants: %v", s.o.cfg.Index, err)
+			s.o.logf(slog.LevelWarn, "reclaim grants: %v", err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"sort"
 	"sync"
@@ -465,7 +466,8 @@ func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) erro
 			return fmt.Errorf("replay: %w", err)
 		}
 		if err != nil {
-			log.Printf("rpc: replay of method %d (xid %d, transno %d) to %s: %v", k.method, k.xid, k.transno, c.Addr, err)
+			slog.Warn(fmt.Sprintf("rpc: replay of method %d (xid %d, transno %d) to %s: %v", k.method, k.xid, k.transno, c.Addr, err),
+				"server", c.Addr, "method", k.method, "xid", k.xid, "transno", k.transno)
 			continue
 		}
 		c.Replayed.Add(1)

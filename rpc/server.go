@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -405,7 +405,7 @@ func (sc *serverConn) readFailed(err error) {
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.ECONNRESET) {
 		return
 	}
-	log.Printf("%s: %s (%s): %v; closing the connection", sc.s.Name, sc.peer, sc.name, err)
+	slog.Warn(fmt.Sprintf("%s: %s (%s): %v; closing the connection", sc.s.Name, sc.peer, sc.name, err), "server", sc.s.Name, "peer", sc.peer, "client", sc.name)
 }
 
 type wireError struct{ Text string }
@@ -448,7 +448,8 @@ func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno ui
 		h, need = s.handlers[req.Method], s.need[req.Method]
 	}
 	if req.Role < need {
-		log.Printf("%s: refused method %d to %s (%s): it needs the %s role, the peer proved the %s role", s.Name, req.Method, req.Name, req.Peer, need, req.Role)
+		slog.Warn(fmt.Sprintf("%s: refused method %d to %s (%s): it needs the %s role, the peer proved the %s role", s.Name, req.Method, req.Name, req.Peer, need, req.Role),
+			"server", s.Name, "client", req.Name, "peer", req.Peer, "method", req.Method, "xid", req.XID)
 		return Reply{}, 0, fmt.Errorf("%s: method %d needs the %s role: %w", s.Name, req.Method, need, syscall.EPERM)
 	}
 	if h == nil {
@@ -459,7 +460,8 @@ func (s *Server) run(ctx context.Context, req *Request) (reply Reply, transno ui
 	ctx = context.WithValue(ctx, transnoKey{}, &transno)
 	defer func() {
 		if p := recover(); p != nil {
-			log.Printf("%s: panic in method %d: %v\n%s", s.Name, req.Method, p, debug.Stack())
+			slog.Error(fmt.Sprintf("%s: panic in method %d: %v\n%s", s.Name, req.Method, p, debug.Stack()),
+				"server", s.Name, "client", req.Name, "method", req.Method, "xid", req.XID)
 			reply, err = Reply{}, fmt.Errorf("%s: internal error: %w", s.Name, syscall.EIO)
 		}
 	}()

@@ -14,10 +14,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/stripefs/stripefs/internal/logging"
 )
 
 func main() {
 	log.SetFlags(log.LstdFlags | log.Lmicroseconds)
+	_ = logging.Setup(os.Stderr, "info", "text") // before flags are read: the mount helper logs too
 	if args, ok := mountHelperArgs(filepath.Base(os.Args[0]), os.Args[1:]); ok {
 		if err := runMountHelper(args); err != nil {
 			fmt.Fprintf(os.Stderr, "mount.fuse.stripefs: %v\n", err)
@@ -25,7 +28,7 @@ func main() {
 		}
 		return
 	}
-	var pprofAddr string
+	var pprofAddr, logLevel, logFormat string
 	var kf keyFlags
 	root := &cobra.Command{
 		Use:           "stripefs",
@@ -33,6 +36,9 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := logging.Setup(os.Stderr, logLevel, logFormat); err != nil {
+				return err
+			}
 			if err := kf.resolveFor(cmd, args); err != nil {
 				return err
 			}
@@ -49,6 +55,8 @@ func main() {
 		},
 	}
 	root.PersistentFlags().StringVar(&pprofAddr, "pprof", "", "serve Go's pprof profiles on this address (e.g. 127.0.0.1:6060)")
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log records at this level and above: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log records as text (key=value) or json, one object a line")
 	kf.add(root.PersistentFlags())
 	root.AddCommand(mdsCmd(), ostCmd(), mountCmd(), upCmd(), benchCmd(), loopbackCmd(), keygenCmd(),
 		setstripeCmd(), getstripeCmd(), statsCmd(),

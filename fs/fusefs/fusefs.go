@@ -8,7 +8,8 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
-	"log"
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -129,9 +130,9 @@ func (l *rateLog) print(err error) {
 		return
 	}
 	if l.suppressed > 0 {
-		log.Printf("EIO: %v (and %d more EIO since the last)", err, l.suppressed)
+		slog.Error(fmt.Sprintf("EIO: %v (and %d more EIO since the last)", err, l.suppressed), "errno", "EIO", "suppressed", l.suppressed)
 	} else {
-		log.Printf("EIO: %v", err)
+		slog.Error(fmt.Sprintf("EIO: %v", err), "errno", "EIO")
 	}
 	l.last, l.suppressed = time.Now(), 0
 }

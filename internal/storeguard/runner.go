@@ -2,7 +2,7 @@ package storeguard
 
 import (
 	"errors"
-	"log"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -155,25 +155,25 @@ func (r *Runner[T]) reopen() bool {
 	defer r.mu.Unlock()
 	if r.serving {
 		if err := closeWithin(r.cur, closeWait); err != nil {
-			log.Printf("%s: %v", r.name, err)
+			slog.Warn(r.name+": "+err.Error(), "target", lustreName(r.name))
 		}
 		r.serving = false
 	}
 	l, err := r.listen()
 	if err != nil {
-		log.Printf("%s: reopen: listen: %v", r.name, err)
+		slog.Error(r.name+": reopen: listen", "target", lustreName(r.name), "err", err)
 		return false
 	}
 	t, err := r.open(l)
 	if err != nil {
 		l.Close()
-		log.Printf("%s: reopen: %v", r.name, err)
+		slog.Error(r.name+": reopen", "target", lustreName(r.name), "err", err)
 		return false
 	}
 	r.cur, r.serving = t, true
 	r.reopens.Add(1)
 	go t.Serve(l)
-	log.Printf("%s: store reopened; serving again", r.name)
+	slog.Info(r.name+": store reopened; serving again", "target", lustreName(r.name))
 	return true
 }
 

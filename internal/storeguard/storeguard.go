@@ -25,11 +25,13 @@
 package storeguard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +46,7 @@ import (
 // Guard watches one Pebble store. The zero value is not usable; use New.
 type Guard struct {
 	name string
+	log  *slog.Logger // with the target's name, as Lustre writes it
 
 	failed   atomic.Pointer[failure]
 	failedCh chan struct{}
@@ -60,7 +63,19 @@ type failure struct{ err error }
 // New returns a guard for the store of the target called name (mdt0,
 // ost3), which prefixes its errors and log lines.
 func New(name string) *Guard {
-	return &Guard{name: name, failedCh: make(chan struct{})}
+	return &Guard{name: name, log: slog.With("target", lustreName(name)), failedCh: make(chan struct{})}
+}
+
+// lustreName is mdt1 as MDT0001, ost10 as OST000a; other names as they are.
+func lustreName(name string) string {
+	for _, kind := range []string{"mdt", "ost"} {
+		if rest, ok := strings.CutPrefix(name, kind); ok {
+			if n, err := strconv.Atoi(rest); err == nil {
+				return fmt.Sprintf("%s%04x", strings.ToUpper(kind), n)
+			}
+		}
+	}
+	return name
 }
 
 // ErrFenced is what a fenced store's filesystem answers to writes.
@@ -139,7 +154,7 @@ func (g *Guard) Fail(cause error) {
 	if !g.failed.CompareAndSwap(nil, f) {
 		return
 	}
-	log.Printf("%s: store failed: %v; changes are refused (%v) and reads go on until it is reopened", g.name, cause, errno)
+	g.log.Error(g.name+": store failed; changes are refused and reads go on until it is reopened", "err", cause, "errno", errno.Error())
 	g.lockMu.Lock()
 	for _, l := range g.locks {
 		_ = l.Close()
@@ -181,16 +196,21 @@ func (g *Guard) errno() syscall.Errno {
 	return syscall.EIO
 }
 
-// Logger is the store's Pebble logger: Infof is dropped, Errorf logged at
-// most once a second (a fenced store's background work fails over and
-// over), Fatalf as the package comment says.
+// Logger is the store's Pebble logger, into slog with the target's name:
+// Infof at Debug, Errorf at Error at most once a second (a fenced store's
+// background work fails over and over), Fatalf as the package comment
+// says.
 func (g *Guard) Logger() Logger { return Logger{g} }
 
 // Logger is a pebble.Logger bound to a Guard.
 type Logger struct{ g *Guard }
 
-// Infof drops Pebble's informational lines.
-func (Logger) Infof(string, ...any) {}
+// Infof logs Pebble's informational lines at Debug.
+func (l Logger) Infof(format string, args ...any) {
+	if l.g.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.g.log.Debug("pebble: " + fmt.Sprintf(format, args...))
+	}
+}
 
 // Errorf logs Pebble's error lines, at most one a second, and none once
 // the store is fenced: its abandoned work only fails.
@@ -207,7 +227,7 @@ func (l Logger) Errorf(format string, args ...any) {
 	}
 	g.errMu.Unlock()
 	if !quiet {
-		log.Printf("%s: pebble: "+format, append([]any{g.name}, args...)...)
+		g.log.Error(g.name + ": pebble: " + fmt.Sprintf(format, args...))
 	}
 }
 

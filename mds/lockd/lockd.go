@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -522,7 +523,7 @@ func (s *Service) Evict(client, why string) {
 	s.evicted[client] = time.Now()
 	s.ctr.Evictions.Add(1)
 	s.mu.Unlock()
-	log.Printf("%s: evicted client %s: %s", s.cfg.Name, client, why)
+	slog.Warn(fmt.Sprintf("%s: evicted client %s: %s", s.cfg.Name, client, why), "server", s.cfg.Name, "client", client)
 	// The store forgets the client before anyone its locks held back
 	// goes ahead: whoever is granted next sees it evicted everywhere.
 	s.store.Evicted(client)
