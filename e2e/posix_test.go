@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -295,6 +297,45 @@ func TestTruncateTimes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// st_blocks is the space a file's objects take on the OSTs, so du tells
+// a sparse file from a dense one: a 1 GiB hole takes nothing, 4 MiB
+// written over four stripes take 4 MiB (within one filesystem block per
+// object), at once and after the kernel's caches are dropped.
+func TestBlocksAreTheObjectsSpace(t *testing.T) {
+	c, mnt := mount(t)
+	sparse, dense := filepath.Join(mnt, "sparse"), filepath.Join(mnt, "dense")
+	f, err := os.Create(sparse)
+	must(t, err)
+	must(t, f.Truncate(1<<30))
+	f.Close()
+	sfRun(t, c, "setstripe", "-c", "4", "-S", "1M", dense)
+	writeFile(t, dense, bytes.Repeat([]byte("d"), 4<<20))
+	check := func(when string) {
+		t.Helper()
+		var st syscall.Stat_t
+		must(t, syscall.Stat(sparse, &st))
+		if st.Size != 1<<30 || st.Blocks > 8 {
+			t.Errorf("%s: sparse file: size %d, %d blocks", when, st.Size, st.Blocks)
+		}
+		must(t, syscall.Stat(dense, &st))
+		const want, slack = 4 << 20 / 512, 4 * 4096 / 512
+		if st.Blocks < want || st.Blocks > want+slack {
+			t.Errorf("%s: dense file: %d blocks, want %d to %d", when, st.Blocks, want, want+slack)
+		}
+		out, err := exec.Command("du", "-k", sparse, dense).CombinedOutput()
+		must(t, err)
+		var ks, kd int
+		fmt.Sscanf(string(out), "%d", &ks)
+		fmt.Sscanf(strings.SplitN(string(out), "\n", 2)[1], "%d", &kd)
+		if ks > 4 || kd < 4096 || kd > 4096+16 {
+			t.Errorf("%s: du -k says %d and %d KiB:\n%s", when, ks, kd, out)
+		}
+	}
+	check("after writing")
+	must(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0))
+	check("after dropping the kernel's caches")
 }
 
 func TestErrnos(t *testing.T) {

@@ -113,6 +113,7 @@ type Client struct {
 	Stats       *rpc.Stats
 	targetMu    sync.Mutex
 	targetStats map[string]*rpc.Stats
+	blocks      blockCache // st_blocks of files (blocks.go)
 	counters    counters
 	ec          ecState
 

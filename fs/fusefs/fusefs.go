@@ -170,6 +170,7 @@ func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.Entr
 	// outlives remounts and server restarts.
 	out.Generation = uint64(a.FID.Ver)
 	f.fillAttr(a, &out.Attr)
+	known := f.fillBlocks(nil, a, &out.Attr)
 	held := f.c.Caches(a.FID)
 	var et time.Duration
 	if name != "." && name != ".." && held&proto.LockLookup != 0 {
@@ -179,7 +180,26 @@ func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.Entr
 		}
 	}
 	out.SetEntryTimeout(et)
-	out.SetAttrTimeout(f.attrTimeoutWith(a, held))
+	if known {
+		out.SetAttrTimeout(f.attrTimeoutWith(a, held))
+	} else {
+		out.SetAttrTimeout(0) // the kernel asks again, and GetAttr measures the blocks
+	}
+}
+
+// fillBlocks sets out's st_blocks to what a's objects take on the OSTs
+// (fs.Client.Blocks): measured with ctx if not known and ctx is set;
+// false when left as the size's estimate.
+func (f *FS) fillBlocks(ctx context.Context, a *proto.Attr, out *fuse.Attr) bool {
+	if b, ok := f.c.Blocks(a); ok {
+		out.Blocks = b
+		return true
+	}
+	if ctx == nil {
+		return false
+	}
+	out.Blocks = f.c.MeasureBlocks(ctx, a)
+	return true
 }
 
 func (f *FS) addHandle(h any) uint64 {
@@ -251,6 +271,7 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 		return status(err)
 	}
 	f.fillAttr(a, &out.Attr)
+	f.fillBlocks(c, a, &out.Attr)
 	out.SetTimeout(f.attrTimeout(a))
 	return fuse.OK
 }
@@ -296,6 +317,7 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 		return status(err)
 	}
 	f.fillAttr(a, &out.Attr)
+	f.fillBlocks(c, a, &out.Attr)
 	out.SetTimeout(f.attrTimeout(a))
 	return fuse.OK
 }
