@@ -4,10 +4,12 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 )
 
 // st_blocks of a regular file is the space its objects really take on
@@ -25,7 +27,18 @@ const blockCacheMax = 1 << 16
 type blockCache struct {
 	mu sync.Mutex
 	m  map[proto.FID]blockEntry
+	// away are OSTs that did not answer a measure, and when: files on
+	// them show the size's estimate for a while instead of each stat
+	// waiting for them.
+	away map[uint32]time.Time
 }
+
+// measureWait bounds a measure's wait for the OSTs, and awayFor how long
+// an OST that did not answer is not asked again.
+const (
+	measureWait = time.Second
+	awayFor     = 10 * time.Second
+)
 
 type blockEntry struct {
 	size         uint64
@@ -54,19 +67,28 @@ func (c *Client) Blocks(a *proto.Attr) (uint64, bool) {
 
 // MeasureBlocks asks the OSTs of a's objects for their allocated blocks
 // and remembers their sum for a as it is. An OST that does not answer
-// makes it fall back to the size (not remembered): a stat does not fail
-// for want of one OST.
+// within a second makes it fall back to the size (not remembered), and
+// files on that OST do so for the next ten seconds without asking: a
+// stat neither fails nor waits long for want of one OST.
 func (c *Client) MeasureBlocks(ctx context.Context, a *proto.Attr) uint64 {
 	if b, ok := c.Blocks(a); ok {
 		return b
 	}
 	lay := a.Layout
+	estimate := (a.Size + 511) / 512
+	if c.blocks.anyAway(lay.OSTs) {
+		return estimate
+	}
 	sums := make([]uint64, len(lay.OSTs))
+	ctx, cancel := context.WithTimeout(ctx, measureWait)
+	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	for s, ost := range lay.OSTs {
 		g.Go(func() error {
 			var r proto.OGetattrReply
-			if err := c.ostCall(gctx, ost, proto.OGetattr, &proto.OGetattrReq{Obj: proto.ObjID{FID: a.FID, Stripe: uint32(s)}}, &r); err != nil {
+			call := &rpc.Call{Method: proto.OGetattr, Req: &proto.OGetattrReq{Obj: proto.ObjID{FID: a.FID, Stripe: uint32(s)}}, Resp: &r, FailFast: true}
+			if err := c.ostDo(gctx, ost, call); err != nil {
+				c.blocks.noteAway(ost)
 				return err
 			}
 			sums[s] = r.Blocks
@@ -74,7 +96,7 @@ func (c *Client) MeasureBlocks(ctx context.Context, a *proto.Attr) uint64 {
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return (a.Size + 511) / 512
+		return estimate
 	}
 	var blocks uint64
 	for _, b := range sums {
@@ -87,4 +109,24 @@ func (c *Client) MeasureBlocks(ctx context.Context, a *proto.Attr) uint64 {
 	}
 	c.blocks.m[a.FID] = blockEntry{size: a.Size, mtime: a.Mtime, ctime: a.Ctime, blocks: blocks}
 	return blocks
+}
+
+func (b *blockCache) anyAway(osts []uint32) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, o := range osts {
+		if t, ok := b.away[o]; ok && time.Since(t) < awayFor {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *blockCache) noteAway(ost uint32) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.away == nil {
+		b.away = map[uint32]time.Time{}
+	}
+	b.away[ost] = time.Now()
 }
