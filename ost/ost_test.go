@@ -76,6 +76,8 @@ type client struct {
 	owner proto.Owner
 	want  uint64
 	grant proto.GrantReply
+	// noCache marks its writes NoCache (written O_DIRECT when aligned).
+	noCache bool
 }
 
 func (to *testOST) client(id uint64, owner proto.Owner) *client {
@@ -92,7 +94,7 @@ func obj(oid uint32) proto.ObjID {
 func (c *client) write(o proto.ObjID, off uint64, data []byte) error {
 	var r proto.OWriteReply
 	err := c.rc.Do(context.Background(), &rpc.Call{Method: proto.OWrite,
-		Req:     &proto.OWriteReq{Obj: o, Off: off, Grant: proto.WriteGrant{Client: c.id, Owner: c.owner, Want: c.want}},
+		Req:     &proto.OWriteReq{Obj: o, Off: off, NoCache: c.noCache, Grant: proto.WriteGrant{Client: c.id, Owner: c.owner, Want: c.want}},
 		BulkOut: [][]byte{data}, Resp: &r})
 	if err == nil && r.Grant.Seq > c.grant.Seq {
 		c.grant = r.Grant
