@@ -48,7 +48,8 @@ import (
 // keep 1 one that wrote everything.
 //
 // A file the FS has not seen is taken as durable as the disk has it (the
-// state after a crash, or before the FS was made). Crash is for a
+// state after a crash, or before the FS was made), but for blocks
+// allocated past its end, which SEEK_DATA does not show. Crash is for a
 // stopped OST: descriptors opened before it must be closed.
 type crashFS struct {
 	mu    sync.Mutex
@@ -115,6 +116,33 @@ func (im *crashImage) overwrite(b []byte, off, pg int64) {
 	}
 }
 
+// fallocate allocates [off, off+n) (a hole reads as zeros), zeroes it
+// (FALLOC_FL_ZERO_RANGE: allocated, zeros) or punches it (whole pages
+// freed, the parts of others zeroed); the size grows to its end unless
+// FALLOC_FL_KEEP_SIZE, and never with a punch.
+func (im *crashImage) fallocate(mode uint32, off, n int64) {
+	end := off + n
+	for pg := off / crashPage; pg*crashPage < end; pg++ {
+		lo, hi := max(off, pg*crashPage)-pg*crashPage, min(end, (pg+1)*crashPage)-pg*crashPage
+		p := im.pages[pg]
+		switch {
+		case mode&unix.FALLOC_FL_PUNCH_HOLE != 0:
+			if lo == 0 && hi == crashPage {
+				delete(im.pages, pg)
+			} else if p != nil {
+				clear(p[lo:hi])
+			}
+		case p == nil:
+			im.pages[pg] = make([]byte, crashPage)
+		case mode&unix.FALLOC_FL_ZERO_RANGE != 0:
+			clear(p[lo:hi])
+		}
+	}
+	if mode&(unix.FALLOC_FL_KEEP_SIZE|unix.FALLOC_FL_PUNCH_HOLE) == 0 {
+		im.size = max(im.size, end)
+	}
+}
+
 // truncate frees the blocks past size and zeroes the tail of the last
 // page, as a filesystem does.
 func (im *crashImage) truncate(size int64) {
@@ -131,8 +159,10 @@ func (im *crashImage) truncate(size int64) {
 
 // crashOp is one change to a file not yet made durable.
 type crashOp struct {
-	kind byte // 'w' write, 't' truncate, 'x' xattr
+	kind byte // 'w' write, 't' truncate, 'f' fallocate, 'x' xattr
 	off  int64
+	n    int64  // fallocate: the length
+	mode uint32 // fallocate: the mode
 	data []byte
 	name string
 }
@@ -143,6 +173,8 @@ func (im *crashImage) apply(op crashOp) {
 		im.write(op.data, op.off)
 	case 't':
 		im.truncate(op.off)
+	case 'f':
+		im.fallocate(op.mode, op.off, op.n)
 	case 'x':
 		im.xattrs[op.name] = op.data
 	}
@@ -301,6 +333,16 @@ func (cf *crashFile) Truncate(size int64) error {
 	return nil
 }
 
+func (cf *crashFile) Fallocate(mode uint32, off, size int64) error {
+	cf.fs.mu.Lock()
+	defer cf.fs.mu.Unlock()
+	if err := unix.Fallocate(int(cf.f.Fd()), mode, off, size); err != nil {
+		return err
+	}
+	cf.in.pending = append(cf.in.pending, crashOp{kind: 'f', off: off, n: size, mode: mode})
+	return nil
+}
+
 func (cf *crashFile) SetXattr(name string, value []byte) error {
 	cf.fs.mu.Lock()
 	defer cf.fs.mu.Unlock()
@@ -405,6 +447,8 @@ func writeCrashImage(name string, im *crashImage) error {
 			if _, err := f.WriteAt(p[:n], pg*crashPage); err != nil {
 				return fmt.Errorf("crashfs: %w", err)
 			}
+		} else if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, pg*crashPage, crashPage); err != nil {
+			return fmt.Errorf("crashfs: %s: a block past the end: %w", name, err)
 		}
 	}
 	for k, v := range im.xattrs {
@@ -542,7 +586,15 @@ func TestCrashFS(t *testing.T) {
 	r = open(name("r"))
 	write(r, b, 8192)
 	must(t, r.Datasync())
-	for _, x := range []ObjectFile{f, h, r} {
+	// Synced: written, and blocks allocated past the end. Not synced: a
+	// hole punched, a range zeroed.
+	fa := open(name("fa"))
+	write(fa, a, 0)
+	must(t, fa.Fallocate(unix.FALLOC_FL_KEEP_SIZE, 0, 64<<10))
+	must(t, fa.Datasync())
+	must(t, fa.Fallocate(unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 4096, 4096))
+	must(t, fa.Fallocate(unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, 0, 100))
+	for _, x := range []ObjectFile{f, h, r, fa} {
 		must(t, x.Close())
 	}
 
@@ -573,6 +625,14 @@ func TestCrashFS(t *testing.T) {
 	if got, want := content(name("r")), append(make([]byte, 8192), b...); !slices.Equal(got, want) {
 		t.Errorf("r made again and synced: %d bytes after the crash, want %d of which the first 8192 zeros", len(got), len(want))
 	}
+	if got := content(name("fa")); !slices.Equal(got, a) {
+		t.Error("a punch and a zeroed range not synced survived a crash keeping nothing")
+	}
+	var st unix.Stat_t
+	must(t, unix.Stat(name("fa"), &st))
+	if st.Blocks*512 < 64<<10 {
+		t.Errorf("blocks allocated past the end and synced: %d bytes allocated after the crash, want 64 KiB", st.Blocks*512)
+	}
 
 	// A crash right after the last one changes nothing; a crash keeping
 	// everything keeps what was not synced too.
@@ -583,10 +643,18 @@ func TestCrashFS(t *testing.T) {
 	f = open(name("f"))
 	write(f, b, 1000)
 	must(t, f.Close())
+	fa = open(name("fa"))
+	must(t, fa.Fallocate(unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 4096, 4096))
+	must(t, fa.Close())
 	crash(1)
 	want := slices.Clone(synced)
 	copy(want[1000:], b)
 	if got := content(name("f")); !slices.Equal(got, want) {
 		t.Error("a crash keeping everything lost an unsynced write")
+	}
+	want = slices.Clone(a)
+	clear(want[4096:8192])
+	if got := content(name("fa")); !slices.Equal(got, want) {
+		t.Error("a crash keeping everything lost an unsynced punch")
 	}
 }

@@ -39,6 +39,9 @@ type ObjectFile interface {
 	ReadAt(b []byte, off int64) (int, error)
 	WriteAt(b []byte, off int64) (int, error)
 	Truncate(size int64) error
+	// Fallocate is fallocate(2): mode FALLOC_FL_KEEP_SIZE,
+	// FALLOC_FL_PUNCH_HOLE or FALLOC_FL_ZERO_RANGE, as unix.Fallocate.
+	Fallocate(mode uint32, off, size int64) error
 	// Datasync makes the file's data and size durable (fdatasync) and,
 	// on the journaling filesystems the OST runs on, its creation too: a
 	// new file's directory entry is committed with, or before, its size.
@@ -75,6 +78,10 @@ func (f *diskFile) Truncate(size int64) error                { return (*os.File)
 func (f *diskFile) Datasync() error                          { return unix.Fdatasync(int(f.Fd())) }
 func (f *diskFile) Fd() uintptr                              { return (*os.File)(f).Fd() }
 func (f *diskFile) Close() error                             { return (*os.File)(f).Close() }
+
+func (f *diskFile) Fallocate(mode uint32, off, size int64) error {
+	return unix.Fallocate(int(f.Fd()), mode, off, size)
+}
 
 func (f *diskFile) SetXattr(name string, value []byte) error {
 	return unix.Fsetxattr(int(f.Fd()), name, value, 0)
