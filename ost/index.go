@@ -281,14 +281,19 @@ func (o *OST) reconcile() error {
 			}
 			seen[id] = true
 			r, had := recs[id]
-			if !had {
-				r.Owner = readOwnerXattr(p)
+			owner := r.Owner
+			// The file's owner xattr, when it has one, wins: it is written
+			// before the blocks of the write it names, so it is never older
+			// than what the file holds, while the record can be (its
+			// settle batch lost with the WAL tail).
+			if x, ok := ownerXattrOf(p); ok {
+				owner = x
 			}
 			nb, ns := uint64(st.Blocks)*512, uint64(st.Size)
-			if had && r.Bytes == nb && r.Size == ns {
+			if had && r.Bytes == nb && r.Size == ns && r.Owner == owner {
 				continue
 			}
-			r.Bytes, r.Size = nb, ns
+			r.Owner, r.Bytes, r.Size = owner, nb, ns
 			b.Set(objKey(id), wire.Marshal(nil, &r), nil)
 			if had {
 				fixed++
@@ -315,13 +320,19 @@ func (o *OST) reconcile() error {
 // readOwnerXattr reads the owner an object file was created for; the zero
 // owner (root) when the file has none.
 func readOwnerXattr(path string) proto.Owner {
-	var ow proto.Owner
+	ow, _ := ownerXattrOf(path)
+	return ow
+}
+
+// ownerXattrOf reads an object file's owner xattr; ok is false when the
+// file has none.
+func ownerXattrOf(path string) (ow proto.Owner, ok bool) {
 	buf := make([]byte, 64)
 	n, err := unix.Getxattr(path, ownerXattr, buf)
-	if err == nil {
-		_ = wire.Unmarshal(buf[:n], &ow)
+	if err != nil || wire.Unmarshal(buf[:n], &ow) != nil {
+		return proto.Owner{}, false
 	}
-	return ow
+	return ow, true
 }
 
 // writeOwnerXattr records the owner on the object file. Failure is not an
