@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -336,6 +337,98 @@ func TestBlocksAreTheObjectsSpace(t *testing.T) {
 	check("after writing")
 	must(t, os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0))
 	check("after dropping the kernel's caches")
+}
+
+// fallocate(2) modes do to a striped file what they do to a file on the
+// host's own filesystem: the same size and bytes after each step, through
+// stripe boundaries, and allocation shows in st_blocks; what makes no
+// sense on striped objects is EOPNOTSUPP.
+func TestFallocateLikeLocal(t *testing.T) {
+	c, mnt := mount(t)
+	p := filepath.Join(mnt, "f")
+	sfRun(t, c, "setstripe", "-c", "4", "-S", "1M", p)
+	ours, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	must(t, err)
+	defer ours.Close()
+	local, err := os.CreateTemp("", "fallocate")
+	must(t, err)
+	defer os.Remove(local.Name())
+	defer local.Close()
+	data := bytes.Repeat([]byte("0123456789abcdef"), 3<<20/16)
+	for _, f := range []*os.File{ours, local} {
+		_, err := f.WriteAt(data, 0)
+		must(t, err)
+	}
+	const M = 1 << 20
+	steps := []struct {
+		name      string
+		mode      uint32
+		off, size int64
+		grows     bool // allocates where nothing was: st_blocks must grow
+	}{
+		{"allocate past the end", 0, 3*M + 100, 2 * M, true},
+		{"allocate inside, keep size", unix.FALLOC_FL_KEEP_SIZE, M / 2, 3 * M, false},
+		{"allocate past the end, keep size", unix.FALLOC_FL_KEEP_SIZE, 6 * M, M, true},
+		{"punch across a stripe boundary", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, M - 5000, 70000, false},
+		{"punch whole units", unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE, M, 2 * M, false},
+		{"zero a range", unix.FALLOC_FL_ZERO_RANGE, 100, 4096 * 3, false},
+		{"zero past the end", unix.FALLOC_FL_ZERO_RANGE, 5*M + 7, M, true},
+		{"zero past the end, keep size", unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE, 9 * M, M, true},
+	}
+	for _, s := range steps {
+		var before syscall.Stat_t
+		must(t, syscall.Fstat(int(ours.Fd()), &before))
+		for _, f := range []*os.File{ours, local} {
+			if err := unix.Fallocate(int(f.Fd()), s.mode, s.off, s.size); err != nil {
+				t.Fatalf("%s on %s: %v", s.name, f.Name(), err)
+			}
+		}
+		var a, b syscall.Stat_t
+		must(t, syscall.Fstat(int(ours.Fd()), &a))
+		must(t, syscall.Fstat(int(local.Fd()), &b))
+		if a.Size != b.Size {
+			t.Fatalf("%s: size %d, the local file's %d", s.name, a.Size, b.Size)
+		}
+		got, want := make([]byte, a.Size), make([]byte, b.Size)
+		_, err1 := ours.ReadAt(got, 0)
+		_, err2 := local.ReadAt(want, 0)
+		if (err1 != nil && err1 != io.EOF) || (err2 != nil && err2 != io.EOF) || !bytes.Equal(got, want) {
+			t.Fatalf("%s: contents differ from the local file's (%v, %v)", s.name, err1, err2)
+		}
+		if s.grows && a.Blocks <= before.Blocks {
+			t.Errorf("%s: st_blocks %d → %d: nothing allocated", s.name, before.Blocks, a.Blocks)
+		}
+		if s.mode&unix.FALLOC_FL_PUNCH_HOLE != 0 && a.Blocks >= before.Blocks {
+			t.Errorf("%s: st_blocks %d → %d: nothing freed", s.name, before.Blocks, a.Blocks)
+		}
+	}
+	// Another mount reads what this one made.
+	_, other := c.MountAt("other")
+	if got := readFile(t, filepath.Join(other, "f")); !bytes.Equal(got, readFile(t, local.Name())) {
+		t.Error("a second mount reads other bytes")
+	}
+	for name, mode := range map[string]uint32{"collapse": unix.FALLOC_FL_COLLAPSE_RANGE, "insert": unix.FALLOC_FL_INSERT_RANGE,
+		"punch without keep-size": unix.FALLOC_FL_PUNCH_HOLE} {
+		wantErrno(t, name, unix.Fallocate(int(ours.Fd()), mode, 0, M), syscall.EOPNOTSUPP)
+	}
+	// Erasure-coded: allocation is fine (parity of zeros is zeros),
+	// punching and zeroing would need the rows' parity rewritten.
+	dir := filepath.Join(mnt, "ec")
+	must(t, os.Mkdir(dir, 0o755))
+	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "1M", dir)
+	ec, err := os.Create(filepath.Join(dir, "e"))
+	must(t, err)
+	defer ec.Close()
+	_, err = ec.Write(data[:M])
+	must(t, err)
+	must(t, unix.Fallocate(int(ec.Fd()), 0, 0, 4*M))
+	if st, _ := ec.Stat(); st.Size() != 4*M {
+		t.Errorf("EC file after fallocate to 4 MiB: size %d", st.Size())
+	}
+	if got := readFile(t, ec.Name()); !bytes.Equal(got[:M], data[:M]) || !bytes.Equal(got[M:], make([]byte, 3*M)) {
+		t.Error("EC file after fallocate: wrong bytes")
+	}
+	wantErrno(t, "punch on an EC file", unix.Fallocate(int(ec.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, M), syscall.EOPNOTSUPP)
 }
 
 func TestErrnos(t *testing.T) {

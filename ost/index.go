@@ -334,10 +334,3 @@ func ownerXattrOf(path string) (ow proto.Owner, ok bool) {
 	}
 	return ow, true
 }
-
-// writeOwnerXattr records the owner on the object file. Failure is not an
-// error: the index has it, and only a crash that also loses the index
-// record needs the xattr.
-func writeOwnerXattr(f *os.File, ow proto.Owner) {
-	_ = unix.Fsetxattr(int(f.Fd()), ownerXattr, wire.Marshal(nil, &ow), 0)
-}

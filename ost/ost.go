@@ -427,6 +427,7 @@ func (o *OST) register() {
 	rpc.HandleFunc(s, proto.OList, o.listObjects)
 	rpc.HandleFunc(s, proto.OQuotaGet, o.quotaGet)
 	rpc.HandleFunc(s, proto.OSetParam, o.setParam)
+	rpc.HandleFunc(s, proto.OFallocate, o.fallocate)
 }
 
 // write stores the request's bulk at its offset. A write wholly inside
@@ -525,6 +526,24 @@ func (o *OST) store(of *objFile, data []byte, off int64, noCache bool) error {
 	return err
 }
 
+// noteOwner puts the owner on the object file itself, for a reconcile
+// that finds the index lost the record (it wins over the record there).
+// Whether the file has it is asked of the file, not inferred from the
+// record: after a crash the index may keep a record whose file lost its
+// xattr (the creation was durable, the xattr was not), and every later
+// write under that record would then leave the file without one, its
+// blocks charged to root once a crash lost the record too. Failure is
+// not an error: the index has the owner until then. The object's
+// allocation lock is held.
+func (o *OST) noteOwner(of *objFile, owner proto.Owner) {
+	if !of.ownerKnown {
+		of.owner, of.ownerKnown = readOwnerXattr(o.objPath(of.id)), true
+	}
+	if of.owner != owner && of.f.SetXattr(ownerXattr, wire.Marshal(nil, &owner)) == nil {
+		of.owner = owner
+	}
+}
+
 // allocatingWrite is a write that may allocate up to est bytes. The
 // object's shared lock is held.
 func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []byte, of *objFile, est uint64) (rpc.Reply, error) {
@@ -540,20 +559,7 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 	if err != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
-	// The owner on the file itself, for a reconcile that finds the index
-	// lost the record. Whether the file has it is asked of the file, not
-	// inferred from the record: after a crash the index may keep a record
-	// whose file lost its xattr (the creation was durable, the xattr was
-	// not), and every later write under that record would then leave the
-	// file without one, its blocks charged to root once a crash lost the
-	// record too. Failure is not an error: the index has the owner until
-	// then.
-	if !of.ownerKnown {
-		of.owner, of.ownerKnown = readOwnerXattr(o.objPath(req.Obj)), true
-	}
-	if of.owner != owner && of.f.SetXattr(ownerXattr, wire.Marshal(nil, &owner)) == nil {
-		of.owner = owner
-	}
+	o.noteOwner(of, owner)
 	end := req.Off + uint64(len(data))
 	werr := o.store(of, data, int64(req.Off), req.NoCache)
 	var st unix.Stat_t

@@ -57,8 +57,9 @@ const (
 	OStatfs
 	OSync
 	OList
-	OQuotaGet // block usage of one quota and the OST's space accounting
-	OSetParam // run-time tunables (lctl set_param)
+	OQuotaGet  // block usage of one quota and the OST's space accounting
+	OSetParam  // run-time tunables (lctl set_param)
+	OFallocate // allocate, punch or zero a range of an object (fallocate(2))
 )
 
 const (
@@ -88,7 +89,7 @@ var methodNames = map[uint16]string{
 	MQuotaLimits: "quota_limits", MQuotaAcquire: "quota_acquire", MQuotaGet: "quota_get", MOwner: "owner",
 	OWrite: "ost_write", ORead: "ost_read", OPunch: "ost_punch", OGetattr: "ost_getattr",
 	ODestroy: "ost_destroy", OStatfs: "ost_statfs", OSync: "ost_sync", OList: "ost_list",
-	OQuotaGet: "ost_quota_get", OSetParam: "ost_set_param",
+	OQuotaGet: "ost_quota_get", OSetParam: "ost_set_param", OFallocate: "ost_fallocate",
 	GConfig: "mgs_config", GRegister: "mgs_register",
 }
 
@@ -409,6 +410,22 @@ type OPunchReq struct {
 	Obj  ObjID
 	Size uint64 // truncate the object to this size
 }
+
+// OFallocateReq is fallocate(2) on one object's range, which keeps the
+// object's size whatever it does (the file's size is the MDT's).
+type OFallocateReq struct {
+	Obj      ObjID
+	Off, Len uint64
+	Mode     uint8 // FallocAllocate, FallocPunch, FallocZero
+	Owner    Owner // whose quota new blocks are charged to
+}
+
+// OFallocateReq.Mode.
+const (
+	FallocAllocate uint8 = iota // allocate blocks; what they hold is unchanged (zeros where there were none)
+	FallocPunch                 // free the blocks: the range reads as zeros
+	FallocZero                  // zeros, allocated
+)
 
 type OGetattrReq struct{ Obj ObjID }
 

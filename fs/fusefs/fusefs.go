@@ -603,6 +603,18 @@ func viewBytes(v fs.View, buf []byte) ([]byte, fuse.Status) {
 	return buf[:n], fuse.OK
 }
 
+// Fallocate is fallocate(2) on an open file (fs.File.Fallocate says
+// which modes).
+func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	file, st := f.file(in.Fh)
+	if !st.Ok() {
+		return st
+	}
+	c, stop := f.ctx(cancel, &in.InHeader)
+	defer stop()
+	return status(file.Fallocate(c, in.Mode, in.Offset, in.Length))
+}
+
 func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	return f.Writev(cancel, in, [][]byte{data})
 }
