@@ -2,14 +2,13 @@ package mds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/proto"
 )
 
@@ -33,15 +32,8 @@ func (m *MDT) logSync() error {
 	return m.guard.Do(func() error { return m.db.LogData(nil, pebble.Sync) })
 }
 
-// storeErrno is the errno of a failed commit: the guard's (ENOSPC, EROFS)
-// when the store failed, else EIO.
-func storeErrno(err error) syscall.Errno {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return syscall.EIO
-}
+// storeErrno is the errno of a failed commit (storeguard.Errno).
+var storeErrno = storeguard.Errno
 
 // StoreFailed is closed when the MDT's database fails.
 func (m *MDT) StoreFailed() <-chan struct{} { return m.guard.Failed() }

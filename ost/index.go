@@ -164,15 +164,8 @@ func (x *index) logSync() error {
 	return x.guard.Do(func() error { return x.db.LogData(nil, pebble.Sync) })
 }
 
-// storeErrno is the errno of a failed commit: the guard's (ENOSPC, EROFS)
-// when the index failed, else EIO.
-func storeErrno(err error) syscall.Errno {
-	var errno syscall.Errno
-	if errors.As(err, &errno) {
-		return errno
-	}
-	return syscall.EIO
-}
+// storeErrno is the errno of a failed commit (storeguard.Errno).
+var storeErrno = storeguard.Errno
 
 // abort closes the index without marking it clean, so the next start
 // reconciles it (an Open that failed half way).

@@ -81,42 +81,8 @@ func indexPowerLoss(t *testing.T, seed uint64) {
 	to.open()
 	clients = []*client{to.client(11, owners[0]), to.client(12, owners[1])} // the same clients, at the new address
 
-	var used uint64
-	usage := map[uint32]uint64{}
-	err := filepath.WalkDir(to.o.dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		id, ok := parseObjName(d.Name())
-		if !ok {
-			return nil
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			return err
-		}
-		b := uint64(st.Blocks) * 512
-		used += b
-		usage[owners[ownerOf(id.FID.Oid)].Uid] += b
-		var g proto.OGetattrReply
-		if err := clients[0].call(proto.OGetattr, &proto.OGetattrReq{Obj: id}, &g); err != nil || !g.Exists || g.Size != uint64(st.Size) {
-			t.Errorf("object %v after the crash: %+v %v, its file has %d bytes", id, g, err, st.Size)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	checkAccounting(t, "after the crash", to.o, func(id proto.ObjID) proto.Owner { return owners[ownerOf(id.FID.Oid)] })
 	sn := to.o.space.snapshot()
-	if sn.used != used {
-		t.Errorf("after the crash the OST counts %d bytes used, its object files hold %d", sn.used, used)
-	}
-	for _, ow := range owners {
-		k := proto.QuotaKey{Type: proto.QuotaUser, ID: ow.Uid}
-		if got := to.o.space.usageOf(k); got != usage[ow.Uid] {
-			t.Errorf("uid %d: %d bytes counted, its objects hold %d", ow.Uid, got, usage[ow.Uid])
-		}
-	}
 	if sn.used+sn.granted > capacity+uint64(len(clients))*fsBlock(t, to.o.dir) {
 		t.Errorf("after the crash: %d used + %d granted of a %d capacity", sn.used, sn.granted, capacity)
 	}

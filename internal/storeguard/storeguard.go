@@ -187,6 +187,16 @@ func (g *Guard) Do(f func() error) (err error) {
 	return f()
 }
 
+// Errno is the errno of a failed commit: the guard's (ENOSPC, EROFS) when
+// the store failed, EIO for any other error.
+func Errno(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return syscall.EIO
+}
+
 // errno is the request's errno for the failure that just happened: the
 // disk's ENOSPC, or EIO for anything else (later changes get EROFS).
 func (g *Guard) errno() syscall.Errno {
