@@ -55,6 +55,8 @@ type IORConfig struct {
 	// (other clients, as MPI ranks on other nodes would be): task t uses
 	// the (t mod (1+len(Via)))-th of Path, Via[0], Via[1]…
 	Via []string `json:"via,omitempty"`
+	// Meter, if set, counts the bytes moved, for a progress bar.
+	Meter *Meter `json:"-"`
 }
 
 // pathOf is the test path task t uses: Path or one of Via.
@@ -229,6 +231,13 @@ func runIOR(ctx context.Context, cfg IORConfig, h iorHooks) (res *IORResult, err
 		res.Notes = append(res.Notes, "-C with one task: the task reads its own data")
 	}
 
+	passes := int64(0)
+	for _, on := range []bool{cfg.Write, cfg.CheckWrite, cfg.Read} {
+		if on {
+			passes++
+		}
+	}
+	cfg.Meter.setTotal(passes * res.Aggregate)
 	cw := newCounterWatch(filepath.Dir(cfg.Path))
 	defer func() {
 		if cw.err != nil {
@@ -264,6 +273,7 @@ func runIOR(ctx context.Context, cfg IORConfig, h iorHooks) (res *IORResult, err
 	if cfg.Read {
 		reads = append(reads, "read")
 	}
+
 	for _, access := range reads {
 		dropped := false
 		for i, f := range r.files {
@@ -452,6 +462,7 @@ func (r *iorRun) task(ctx context.Context, t int, f *os.File, access string) (in
 			}
 		}
 		ops++
+		r.cfg.Meter.Add(int64(len(buf)))
 	}
 	if write && r.cfg.Fsync {
 		if err := f.Sync(); err != nil {

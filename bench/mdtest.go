@@ -45,6 +45,8 @@ type MdtestConfig struct {
 	Create bool `json:"create_only,omitempty"`
 	Stat   bool `json:"stat_only,omitempty"`
 	Remove bool `json:"remove_only,omitempty"`
+	// Meter, if set, counts the items done, for a progress bar.
+	Meter *Meter `json:"-"`
 }
 
 // MdtestPhase is one phase's rate over all iterations.
@@ -134,6 +136,7 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 			return !cfg.Remove
 		})
 	}
+	cfg.Meter.setTotal(int64(cfg.Iterations * len(phases) * cfg.Procs * cfg.Items))
 	stats := map[string]*MdtestPhase{}
 	for _, ph := range phases {
 		stats[ph.name] = &MdtestPhase{Phase: ph.name}
@@ -181,6 +184,7 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 							errs <- fmt.Errorf("mdtest: %s of %s: %w", ph.name, p, err)
 							return
 						}
+						cfg.Meter.Add(1)
 					}
 				}(t)
 			}

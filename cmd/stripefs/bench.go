@@ -157,6 +157,7 @@ func iorCmd() *cobra.Command {
 	var xfer, block sizeValue = 1 << 20, 1 << 20
 	var seed uint64
 	var asJSON bool
+	var plotFile string
 	cmd := &cobra.Command{
 		Use:   "ior -o PATH [-w] [-r] [-t XFER] [-b BLOCK] [-s SEGMENTS] [--procs N] [-F] [-C] [-e] [-z] [-W] [-R] [-k] [--json]",
 		Short: "IOR-style parallel write/read of a shared file or a file per task",
@@ -184,11 +185,25 @@ client read-modify-writes counted during it.`,
 			}
 			ctx, stop := interruptible()
 			defer stop()
+			c.Meter = new(bench.Meter)
+			done := showProgress(c.Meter, "ior", true, asJSON)
 			res, err := bench.IOR(ctx, c)
+			done()
+			if err == nil && plotFile != "" {
+				labels, values := make([]string, len(res.Phases)), make([]float64, len(res.Phases))
+				for i, ph := range res.Phases {
+					labels[i], values[i] = ph.Access, ph.MiBps
+				}
+				title := fmt.Sprintf("ior: %d task(s), %s transfers, %s each", c.Tasks, kibOf(c.Xfer), kibOf(res.Aggregate/int64(c.Tasks)))
+				if err := bench.PlotBars(plotFile, title, "MiB/s", labels, values); err != nil {
+					return err
+				}
+			}
 			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.IORResult) *time.Time { return &r.Time })
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&plotFile, "plot", "", "also draw each phase's bandwidth in this file (.svg, .png or .pdf)")
 	f.StringVarP(&c.Path, "output", "o", "", "test file path (with -F, PATH.00000000 and so on)")
 	f.BoolVarP(&c.Write, "write", "w", false, "write phase")
 	f.BoolVarP(&c.Read, "read", "r", false, "read phase")
@@ -867,4 +882,17 @@ func loopbackCmd() *cobra.Command {
 	cmd.Flags().IntVar(&readAheadKB, "read-ahead-kb", fusefs.DefaultReadAheadKB,
 		"kernel read-ahead window, as a stripefs mount's -o read_ahead_kb (0: the kernel's 128 KiB)")
 	return cmd
+}
+
+// kibOf is n bytes for a chart's title: 1 MiB, 64 KiB, 512 B.
+func kibOf(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -19,6 +19,7 @@ import (
 func benchMdtestCmd() *cobra.Command {
 	var cfg bench.MdtestConfig
 	var asJSON bool
+	var plotFile string
 	cmd := &cobra.Command{
 		Use:   "mdtest -d DIR -n ITEMS [-i ITERATIONS] [-u] [--procs N] [-D | -F] [-C] [-T] [-r] [--mdt-index K]",
 		Short: "mdtest-style metadata benchmark: create, stat and remove directories and files",
@@ -30,9 +31,22 @@ func benchMdtestCmd() *cobra.Command {
 			if !cmd.Flags().Changed("tree-mdt-index") {
 				cfg.TreeMDTIndex = -2
 			}
+			cfg.Meter = new(bench.Meter)
+			done := showProgress(cfg.Meter, "mdtest", false, asJSON)
 			r, err := bench.Mdtest(cmd.Context(), cfg)
+			done()
 			if err != nil {
 				return err
+			}
+			if plotFile != "" {
+				labels, values := make([]string, len(r.Phases)), make([]float64, len(r.Phases))
+				for i, ph := range r.Phases {
+					labels[i], values[i] = ph.Phase, ph.OpsPerS
+				}
+				title := fmt.Sprintf("mdtest: %d task(s) x %d items", cfg.Procs, cfg.Items)
+				if err := bench.PlotBars(plotFile, title, "ops/s", labels, values); err != nil {
+					return err
+				}
 			}
 			if asJSON {
 				return r.WriteJSON(os.Stdout)
@@ -42,6 +56,7 @@ func benchMdtestCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&cfg.Dir, "dir", "d", "", "test directory")
+	f.StringVar(&plotFile, "plot", "", "also draw each phase's rate in this file (.svg, .png or .pdf)")
 	f.IntVarP(&cfg.Items, "items", "n", 1000, "items per task")
 	f.IntVarP(&cfg.Iterations, "iterations", "i", 1, "iterations")
 	f.IntVar(&cfg.Procs, "procs", 1, "parallel tasks")
@@ -78,6 +93,7 @@ type dneResult struct {
 func benchDNECmd() *cobra.Command {
 	var dirs, rounds, files, procs int
 	var asJSON bool
+	var plotFile string
 	cmd := &cobra.Command{
 		Use:   "dne --mount MNT [--dirs 1000] [--rounds 5] [--files 1000] [--procs 4]",
 		Short: "Remote vs local mkdir (and with remote_sync=1), and file metadata on one MDT vs round-robin, in one run",
@@ -158,6 +174,12 @@ func benchDNECmd() *cobra.Command {
 			for _, p := range []string{"file creation", "file stat", "file removal"} {
 				res.OneMDT[p], res.RoundRobin[p] = one.Phase(p), rr.Phase(p)
 			}
+			if plotFile != "" {
+				title := fmt.Sprintf("dne: remote/local mkdir by round (%d directories each)", dirs)
+				if err := bench.PlotSeries(plotFile, title, "remote / local", []string{"mkdir"}, [][]float64{res.RoundRatios}); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return json.NewEncoder(os.Stdout).Encode(res)
 			}
@@ -185,6 +207,7 @@ func benchDNECmd() *cobra.Command {
 	f := cmd.Flags()
 	f.String("mount", "", "a stripefs mount with at least 2 MDTs")
 	f.IntVar(&dirs, "dirs", 1000, "directories each round of the mkdir comparison creates, of each kind")
+	f.StringVar(&plotFile, "plot", "", "also draw the remote/local mkdir ratio of each round in this file (.svg, .png or .pdf)")
 	f.IntVar(&rounds, "rounds", 5, "rounds of the mkdir comparison")
 	f.IntVar(&files, "files", 1000, "files per task for the file comparison")
 	f.IntVar(&procs, "procs", 4, "tasks for the file comparison")
