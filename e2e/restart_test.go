@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -126,6 +127,22 @@ func TestUpStopStart(t *testing.T) {
 		t.Error("no metadata call went to an MDT of the up process by direct call")
 	}
 	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "fsck", mnt)
+	// Four OSTs on this host's one disk: df counts that disk once in the
+	// summary, not four times.
+	var df dfReport
+	must(t, json.Unmarshal([]byte(sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "df", "--json", mnt)), &df))
+	var osts int
+	for _, tg := range df.Targets {
+		if tg.Kind == "ost" {
+			osts++
+			if tg.Bytes != df.Summary.Bytes {
+				t.Errorf("df: OST%d has %d bytes, the summary %d (the disk is theirs to share)", tg.Index, tg.Bytes, df.Summary.Bytes)
+			}
+		}
+	}
+	if osts != 4 {
+		t.Errorf("df lists %d OSTs", osts)
+	}
 	stopUp(t, cmd)
 	must(t, syscall.Statfs(mnt, &st))
 	if st.Type == 0x65735546 { // FUSE_SUPER_MAGIC
