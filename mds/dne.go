@@ -893,7 +893,7 @@ func (m *MDT) nextOpID() dtx.OpID {
 // remoteMkdir creates a directory on MDT target under a parent here.
 // m.mu is held on entry and released. With remote_sync the participant
 // applies its part before the coordinator does and both sync, as the
-// field report's patch did; otherwise remoteMkdirAsync (fidgrant.go).
+// field report's patch did; otherwise remoteMkdirAsync (mkdir_async.go).
 func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
 	if !m.remoteSync.Load() {
 		return m.remoteMkdirAsync(ctx, r, dir, target)

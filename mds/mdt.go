@@ -143,7 +143,7 @@ type MDT struct {
 	peerMu     sync.Mutex
 	peers      map[uint32]*rpc.Client
 	recovered  chan struct{} // closed when start-up recovery is over
-	grants     grants        // fidgrant.go
+	grants     grants        // mkdir_async.go
 	// fresh holds the keys of inodes and entries created since the WAL
 	// was last synced, with the sync generation they were made in
 	// (deps.go); guarded by mu.

@@ -27,8 +27,8 @@ const (
 	MOpen
 	MClose
 	MSync
-	MOrphans
-	MDestroyDone
+	_ // retired: an orphan listing never served; the number stays taken
+	_ // retired: a destroy confirmation never sent; the number stays taken
 	MTxnApply
 	MTxnStatus
 	MTxnRedo
@@ -81,7 +81,6 @@ var methodNames = map[uint16]string{
 	MRename: "rename", MLink: "link", MReaddir: "readdir", MGetxattr: "getxattr",
 	MSetxattr: "setxattr", MListxattr: "listxattr", MRemovexattr: "removexattr",
 	MStatfs: "statfs", MOpen: "open", MClose: "close", MSync: "sync",
-	MOrphans: "orphans", MDestroyDone: "destroy_done",
 	MTxnApply: "txn_apply", MTxnStatus: "txn_status", MTxnRedo: "txn_redo", MTxnCancel: "txn_cancel", MSetParam: "set_param", MTxnList: "txn_list",
 	MTxnPull:     "txn_pull",
 	MReserveFIDs: "reserve_fids", MStripeFreeze: "stripe_freeze", MTxnApplyBatch: "txn_apply_batch",
@@ -204,7 +203,7 @@ type UnlinkReq struct {
 
 // UnlinkReply tells the client what went away. When Destroy is set the
 // last link of a file that nobody holds open is gone: its OST objects are
-// to be destroyed (by the client, which then confirms with MDestroyDone).
+// to be destroyed, by the client (what a crash leaves is fsck's).
 type UnlinkReply struct {
 	Attr    Attr
 	Destroy bool

@@ -8,7 +8,7 @@ import "github.com/stripefs/stripefs/rpc"
 // target registration with the MGS. A client's or an admin tool's key
 // gets EPERM.
 var ServerMethods = []uint16{MTxnApply, MTxnStatus, MTxnRedo, MTxnCancel, MTxnList, MTxnPull, MReserveFIDs,
-	MStripeFreeze, MTxnApplyBatch, MLockRevoke, MQuotaLimits, MQuotaAcquire, MOrphans, MDestroyDone, GRegister, MNodemapPush}
+	MStripeFreeze, MTxnApplyBatch, MLockRevoke, MQuotaLimits, MQuotaAcquire, GRegister, MNodemapPush}
 
 // AdminMethods are the management tools' (lctl set_param, fsck, scrub,
 // stats, nodemaps): an admin or server key may call them, a client's
