@@ -82,8 +82,15 @@ func (f *File) fallocateObjects(ctx context.Context, obj uint8, off, end uint64)
 			return 0, err
 		}
 	}
+	// The size from the MDT as well as this client's: without a lock
+	// (-o nolock) what the client knew may be older than another's
+	// growth, and a size set from it would cut that off.
+	a, err := c.Getattr(ctx, st.fid)
+	if err != nil {
+		return 0, err
+	}
 	st.mu.Lock()
-	lay, size := st.layout, st.size
+	lay, size := st.layout, max(st.size, a.Size)
 	st.mu.Unlock()
 	if lay.IsEC() && obj != proto.FallocAllocate {
 		return 0, fmt.Errorf("fallocate: punching or zeroing an erasure-coded file: %w", syscall.EOPNOTSUPP)
