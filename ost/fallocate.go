@@ -70,14 +70,8 @@ func (o *OST) fallocate(ctx context.Context, r *proto.OFallocateReq) (any, error
 			o.diskFailed("fallocate", r.Obj, err)
 			return nil, o.errorf("fallocate", r.Obj, err)
 		}
-		after, size, err := o.allocated(of)
-		if err != nil {
+		if err := o.shrunk(of, rec, had); err != nil {
 			return nil, o.errorf("fallocate", r.Obj, err)
-		}
-		if had || after > 0 {
-			if err := o.space.shrink(r.Obj, rec, after, size, false); err != nil {
-				return nil, o.errorf("fallocate", r.Obj, err)
-			}
 		}
 		return &proto.Empty{}, nil
 	}
@@ -108,13 +102,4 @@ func (o *OST) fallocate(ctx context.Context, r *proto.OFallocateReq) (any, error
 	}
 	o.ctr.newAllocations.Add(1)
 	return &proto.Empty{}, nil
-}
-
-// allocated is the object's allocated bytes and size, from the file.
-func (o *OST) allocated(of *objFile) (bytes, size uint64, err error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(int(of.f.Fd()), &st); err != nil {
-		return 0, 0, err
-	}
-	return uint64(st.Blocks) * 512, uint64(st.Size), nil
 }

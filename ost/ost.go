@@ -544,6 +544,28 @@ func (o *OST) noteOwner(of *objFile, owner proto.Owner) {
 	}
 }
 
+// allocated is the object's allocated bytes and size, from the file.
+func (o *OST) allocated(of *objFile) (bytes, size uint64, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(of.f.Fd()), &st); err != nil {
+		return 0, 0, err
+	}
+	return uint64(st.Blocks) * 512, uint64(st.Size), nil
+}
+
+// shrunk records what an object that may have lost blocks (a punch, a
+// truncate) now holds. rec and had are its record before.
+func (o *OST) shrunk(of *objFile, rec objRecord, had bool) error {
+	after, size, err := o.allocated(of)
+	if err != nil {
+		return err
+	}
+	if had || after > 0 {
+		return o.space.shrink(of.id, rec, after, size, false)
+	}
+	return nil
+}
+
 // allocatingWrite is a write that may allocate up to est bytes. The
 // object's shared lock is held.
 func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []byte, of *objFile, est uint64) (rpc.Reply, error) {
@@ -562,12 +584,10 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 	o.noteOwner(of, owner)
 	end := req.Off + uint64(len(data))
 	werr := o.store(of, data, int64(req.Off), req.NoCache)
-	var st unix.Stat_t
-	after, size := rec.Bytes+est, max(rec.Size, end)
-	if err := unix.Fstat(int(of.f.Fd()), &st); err == nil {
-		after, size = uint64(st.Blocks)*512, uint64(st.Size)
-	} else if werr == nil {
-		werr = err
+	after, size, err := o.allocated(of)
+	if err != nil {
+		after, size = rec.Bytes+est, max(rec.Size, end)
+		werr = errors.Join(werr, err)
 	}
 	// Settle even after a failed write: it may have allocated some blocks.
 	grant, serr := o.space.settle(res, req.Obj, rec, had, after, size, req.Grant.Want)
@@ -665,14 +685,8 @@ func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
 	if err := o.dropTags(r.Obj, r.Size); err != nil {
 		return nil, o.errorf("punch", r.Obj, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(int(of.f.Fd()), &st); err != nil {
+	if err := o.shrunk(of, rec, had); err != nil {
 		return nil, o.errorf("punch", r.Obj, err)
-	}
-	if after := uint64(st.Blocks) * 512; had || after > 0 {
-		if err := o.space.shrink(r.Obj, rec, after, uint64(st.Size), false); err != nil {
-			return nil, o.errorf("punch", r.Obj, err)
-		}
 	}
 	return &proto.Empty{}, nil
 }
