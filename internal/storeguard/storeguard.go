@@ -41,6 +41,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/stripefs/stripefs/proto"
 )
 
 // Guard watches one Pebble store. The zero value is not usable; use New.
@@ -66,12 +68,13 @@ func New(name string) *Guard {
 	return &Guard{name: name, log: slog.With("target", lustreName(name)), failedCh: make(chan struct{})}
 }
 
-// lustreName is mdt1 as MDT0001, ost10 as OST000a; other names as they are.
+// lustreName is mdt1 as MDT0001, ost10 as OST000a (proto.TargetName);
+// other names as they are.
 func lustreName(name string) string {
-	for _, kind := range []string{"mdt", "ost"} {
+	for _, kind := range []string{proto.KindMDT, proto.KindOST} {
 		if rest, ok := strings.CutPrefix(name, kind); ok {
-			if n, err := strconv.Atoi(rest); err == nil {
-				return fmt.Sprintf("%s%04x", strings.ToUpper(kind), n)
+			if n, err := strconv.ParseUint(rest, 10, 32); err == nil {
+				return proto.TargetName(kind, uint32(n))
 			}
 		}
 	}
