@@ -56,14 +56,11 @@ type served struct {
 func (s served) RPCStats() *rpc.Stats          { return s.srv.Stats }
 func (s served) InFlight() int64               { return s.srv.InFlight() }
 func (s served) StoreMetrics() *pebble.Metrics { return s.store.StoreMetrics() }
-func (s served) Counters() (out []metrics.Counter) {
+func (s served) Counters() []metrics.Counter {
 	if s.srv.Counters == nil {
 		return nil
 	}
-	for _, c := range s.srv.Counters() {
-		out = append(out, metrics.Counter{Name: c.Name, Value: c.Value})
-	}
-	return out
+	return s.srv.Counters()
 }
 
 // AddMDT shows the MDT a runner keeps in reg.

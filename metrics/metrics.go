@@ -33,11 +33,8 @@ import (
 )
 
 // Counter is one named figure of a target or a client, as `stripefs
-// stats` prints it.
-type Counter struct {
-	Name  string
-	Value int64
-}
+// stats` prints it (the stats method's own).
+type Counter = rpc.Counter
 
 // Target is what a target served in this process shows: its server's
 // RPC statistics, its counters, and its store's Pebble metrics (nil when
