@@ -199,9 +199,24 @@ func (c *Client) punch(ctx context.Context, a *proto.Attr, size uint64) error {
 	return nil
 }
 
+type umaskKey struct{}
+
+// WithUmask gives Create and Mkdir the creator's umask, for the MDT to
+// apply unless the directory has a default ACL, which replaces it (a
+// frontend whose mode has the umask applied already leaves it out).
+func WithUmask(ctx context.Context, umask uint32) context.Context {
+	return context.WithValue(ctx, umaskKey{}, umask)
+}
+
+func umaskOf(ctx context.Context) uint32 {
+	u, _ := ctx.Value(umaskKey{}).(uint32)
+	return u
+}
+
 // Create makes a file (or a device, FIFO or socket) named name in dir.
 // With open set the new file is opened in the same RPC and returned.
-// The new file's owner is the credential of ctx (rpc.WithCred).
+// The new file's owner is the credential of ctx (rpc.WithCred), its
+// umask WithUmask's.
 func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, rdev uint32, excl bool, open bool, flags int) (*proto.Attr, *File, error) {
 	dir, err := c.route(ctx, dir, name)
 	if err != nil {
@@ -210,7 +225,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	done := c.locks.startGrant()
 	defer done()
 	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Excl: excl, Open: open, Flags: uint32(flags),
-		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
+		Umask: umaskOf(ctx), Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
 	var r proto.AttrReply
 	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
 		return nil, nil, err
@@ -223,7 +238,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	return a, c.newFile(a, flags), nil
 }
 
-// Mkdir makes a directory.
+// Mkdir makes a directory, as Create for its owner and umask.
 func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uint32) (*proto.Attr, error) {
 	var r proto.AttrReply
 	dir, err := c.route(ctx, dir, name)
@@ -233,7 +248,7 @@ func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uin
 	done := c.locks.startGrant()
 	defer done()
 	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, MDT: -1,
-		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
+		Umask: umaskOf(ctx), Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
 	if err != nil {
 		return nil, err
 	}

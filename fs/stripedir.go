@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stripefs/stripefs/layout"
+	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/wire"
 )
@@ -162,7 +163,11 @@ func (c *Client) readdirStriped(ctx context.Context, l *proto.LMV, cookie uint64
 // directory's master must reach its stripes too: the defaults new
 // entries take, which the stripes' MDTs apply.
 func stripedXattr(name string) bool {
-	return name == proto.LayoutXattr || name == proto.DirDefaultXattr
+	switch name {
+	case proto.LayoutXattr, proto.DirDefaultXattr, perm.ACLAccessXattr, perm.ACLDefaultXattr:
+		return true
+	}
+	return false
 }
 
 // eachStripe runs f on every stripe of the striped directory fid.

@@ -13,12 +13,13 @@ import (
 )
 
 // The format of an MDT's records. Format 3 added the erasure-coding
-// fields to layouts; the codec has no optional fields, so a database
-// written by format 2 code is rewritten once, when format 3 code first
-// opens it, before anything else reads it: inodes, the cluster map and
-// the inodes inside update-log records. The key keyFormat says which
-// format the database holds (none: format 2, or a new database).
-const dbFormat = 3
+// fields to layouts, format 4 the ACLs to inodes; the codec has no
+// optional fields, so a database written by older code is rewritten
+// once, when this code first opens it, before anything else reads it:
+// inodes, the inodes inside update-log records and (from format 2) the
+// cluster map. The key keyFormat says which format the database holds
+// (none: format 2, or a new database).
+const dbFormat = 4
 
 var keyFormat = []byte("Mformat")
 
@@ -55,6 +56,55 @@ type inodeV2 struct {
 	DefDir    DirLayout
 }
 
+// The v3 types are frozen copies of the records of format 3.
+
+type layoutV3 struct {
+	StripeSize       uint32
+	StripeCount      uint32
+	FirstOST         int32
+	OSTs             []uint32
+	ECData, ECParity uint16
+}
+
+func (l layoutV3) current() proto.Layout {
+	return proto.Layout{StripeSize: l.StripeSize, StripeCount: l.StripeCount, FirstOST: l.FirstOST, OSTs: l.OSTs,
+		ECData: l.ECData, ECParity: l.ECParity}
+}
+
+type attrV3 struct {
+	FID                 proto.FID
+	Mode                uint32
+	Nlink               uint32
+	Uid, Gid            uint32
+	Rdev                uint32
+	Size                uint64
+	Atime, Mtime, Ctime int64
+	Layout              layoutV3
+}
+
+type inodeV3 struct {
+	Attr      attrV3
+	Parent    proto.FID
+	Target    string
+	DefLayout layoutV3
+	DefDir    DirLayout
+}
+
+// inodeFromV3 re-encodes a format 3 inode record in the current form.
+func inodeFromV3(b []byte) ([]byte, error) {
+	var old inodeV3
+	if err := wire.Unmarshal(b, &old); err != nil {
+		return nil, err
+	}
+	a := old.Attr
+	n := inode{
+		Attr: proto.Attr{FID: a.FID, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev, Size: a.Size,
+			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.current()},
+		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.current(), DefDir: old.DefDir,
+	}
+	return encode(&n), nil
+}
+
 type configV2 struct {
 	FSName  string
 	MDTs    []proto.Target
@@ -77,23 +127,31 @@ func inodeFromV2(b []byte) ([]byte, error) {
 	return encode(&n), nil
 }
 
-// upgradeFormat rewrites a format 2 database in the current format, in
-// one synced batch, and marks a new database as current.
+// upgradeFormat rewrites a format 2 or 3 database in the current format,
+// in one synced batch, and marks a new database as current.
 func (m *MDT) upgradeFormat() error {
+	from := uint32(2)
 	v, closer, err := m.db.Get(keyFormat)
 	if err == nil {
-		defer closer.Close()
 		var f struct{ Format uint32 }
-		if err := wire.Unmarshal(v, &f); err != nil {
+		err := wire.Unmarshal(v, &f)
+		closer.Close()
+		if err != nil {
 			return fmt.Errorf("mdt%d: corrupt format record: %w", m.cfg.Index, err)
 		}
-		if f.Format != dbFormat {
-			return fmt.Errorf("mdt%d: database format %d, this version reads format %d", m.cfg.Index, f.Format, dbFormat)
+		if f.Format == dbFormat {
+			return nil
 		}
-		return nil
-	}
-	if !errors.Is(err, pebble.ErrNotFound) {
+		if f.Format != 3 {
+			return fmt.Errorf("mdt%d: database format %d, this version reads formats 2 to %d", m.cfg.Index, f.Format, dbFormat)
+		}
+		from = 3
+	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("mdt%d: read format: %w", m.cfg.Index, err)
+	}
+	convert := inodeFromV2
+	if from == 3 {
+		convert = inodeFromV3
 	}
 	b := m.db.NewBatch()
 	defer b.Close()
@@ -103,7 +161,7 @@ func (m *MDT) upgradeFormat() error {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		nv, err := inodeFromV2(it.Value())
+		nv, err := convert(it.Value())
 		if err != nil {
 			it.Close()
 			return fmt.Errorf("mdt%d: upgrade: inode %x: %w", m.cfg.Index, it.Key(), err)
@@ -125,8 +183,8 @@ func (m *MDT) upgradeFormat() error {
 			return fmt.Errorf("mdt%d: upgrade: update-log record %x: %w", m.cfg.Index, it.Key(), err)
 		}
 		for i := range rec.Updates {
-			if u := &rec.Updates[i]; len(u.Inode) > 0 {
-				if u.Inode, err = inodeFromV2(u.Inode); err != nil {
+			if u := &rec.Updates[i]; u.Kind == dtx.CreateInode { // the others' Inode is an xattr value or an xid
+				if u.Inode, err = convert(u.Inode); err != nil {
 					it.Close()
 					return fmt.Errorf("mdt%d: upgrade: update-log record %x: %w", m.cfg.Index, it.Key(), err)
 				}
@@ -138,16 +196,10 @@ func (m *MDT) upgradeFormat() error {
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
 	}
-	if v, closer, err := m.db.Get(keyConfig); err == nil {
-		var old configV2
-		err := wire.Unmarshal(v, &old)
-		closer.Close()
-		if err != nil {
-			return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
+	if from == 2 {
+		if err := m.upgradeConfigV2(b); err != nil {
+			return err
 		}
-		b.Set(keyConfig, encode(&proto.Config{FSName: old.FSName, MDTs: old.MDTs, OSTs: old.OSTs, Default: old.Default.current()}), nil)
-	} else if !errors.Is(err, pebble.ErrNotFound) {
-		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
 	}
 	b.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat}), nil)
 	if err := m.write(b, pebble.Sync); err != nil {
@@ -156,5 +208,23 @@ func (m *MDT) upgradeFormat() error {
 	if inodes+records > 0 {
 		m.logf(slog.LevelInfo, "database upgraded to format %d: %d inodes, %d update-log records", dbFormat, inodes, records)
 	}
+	return nil
+}
+
+// upgradeConfigV2 rewrites a format 2 cluster map, if there is one, in b.
+func (m *MDT) upgradeConfigV2(b *pebble.Batch) error {
+	v, closer, err := m.db.Get(keyConfig)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
+	}
+	var old configV2
+	err = wire.Unmarshal(v, &old)
+	closer.Close()
+	if err != nil {
+		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
+	}
+	b.Set(keyConfig, encode(&proto.Config{FSName: old.FSName, MDTs: old.MDTs, OSTs: old.OSTs, Default: old.Default.current()}), nil)
 	return nil
 }

@@ -96,3 +96,83 @@ func TestUpgradeFromFormat2(t *testing.T) {
 		t.Fatal("a newer format was accepted")
 	}
 }
+
+// TestUpgradeFromFormat3 writes a database as format 3 code did (inodes
+// without ACLs), with an update-log record holding an inode, an xattr
+// value and a request's xid, and checks that opening it rewrites the
+// inodes and only them.
+func TestUpgradeFromFormat3(t *testing.T) {
+	mem := vfs.NewMem()
+	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
+	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	lay := layoutV3{StripeSize: 1 << 20, StripeCount: 6, FirstOST: 0, OSTs: []uint32{0, 1, 2, 3, 4, 5}, ECData: 4, ECParity: 2}
+	file := inodeV3{Attr: attrV3{FID: fileFID, Mode: sIFREG | 0o640, Nlink: 1, Uid: 7, Size: 4321, Layout: lay}}
+	dir := inodeV3{Attr: attrV3{FID: dirFID, Mode: sIFDIR | 0o2775, Nlink: 2}, Parent: proto.RootFID,
+		DefLayout: lay, DefDir: DirLayout{Set: true, Index: 1, Count: 2}}
+	lmv := []byte("an xattr value, not an inode")
+	rec := dtx.Record{ID: dtx.OpID{Coord: 0, Epoch: 1, Seq: 1}, Op: "mkdir_striped", Updates: []dtx.Update{
+		{Kind: dtx.CreateInode, MDT: 1, Inode: wire.Marshal(nil, &dir)},
+		{Kind: dtx.SetXattr, MDT: 1, FID: dirFID, Name: proto.LMVXattr, Inode: lmv},
+		dtx.Done(0, "client-1", 99, 1),
+	}}
+	cfg := proto.Config{FSName: "three", Default: proto.Layout{StripeSize: 1 << 20, StripeCount: 1, FirstOST: -1}}
+	b := db.NewBatch()
+	for _, n := range []*inodeV3{&file, &dir} {
+		b.Set(inodeKey(n.Attr.FID), wire.Marshal(nil, n), nil)
+	}
+	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
+	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
+	b.Set(keyFormat, encode(&struct{ Format uint32 }{3}), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
+	for pass := 0; pass < 2; pass++ {
+		if err := m.upgradeFormat(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := m.getInode(fileFID)
+	if err != nil || n.Attr.Size != 4321 || n.Attr.Uid != 7 || n.Attr.Layout.String() != lay.current().String() || n.Attr.ACL != "" {
+		t.Fatalf("file after upgrade: %+v %v", n, err)
+	}
+	d, err := m.getInode(dirFID)
+	if err != nil || d.Attr.Mode != sIFDIR|0o2775 || d.DefDir != dir.DefDir || !d.DefLayout.IsEC() || d.DefACL != "" {
+		t.Fatalf("directory after upgrade: %+v %v", d, err)
+	}
+	v, closer, err := db.Get(txnKey(rec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got dtx.Record
+	err = wire.Unmarshal(v, &got)
+	closer.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inRec inode
+	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.Attr.FID != dirFID {
+		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
+	}
+	if string(got.Updates[1].Inode) != string(lmv) {
+		t.Fatalf("xattr value in an update-log record changed: %q", got.Updates[1].Inode)
+	}
+	if xid, ok := dtx.DoneXID(got.Updates[2]); !ok || xid != 99 {
+		t.Fatalf("client_done in an update-log record changed: %+v", got.Updates[2])
+	}
+	v, closer, err = db.Get(keyConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c proto.Config
+	err = wire.Unmarshal(v, &c)
+	closer.Close()
+	if err != nil || c.FSName != "three" {
+		t.Fatalf("cluster map after upgrade: %+v %v", c, err)
+	}
+}

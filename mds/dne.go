@@ -14,7 +14,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/stripefs/stripefs/mds/dtx"
-	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -920,9 +919,10 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 // newRemoteDir is the inode of a directory made by r under dir on another
 // MDT; its FID is the participant's to fill in, or a granted one.
 func newRemoteDir(r *proto.MkdirReq, dir *inode, c *rpc.Cred, t int64) *inode {
-	uid, gid, mode := perm.NewOwner(&dir.Attr, sIFDIR|r.Mode&0o7777, c)
-	return &inode{Attr: proto.Attr{Mode: mode, Nlink: 2, Uid: uid, Gid: gid, Atime: t, Mtime: t, Ctime: t},
-		Parent: dirParentOf(dir), DefLayout: dir.DefLayout, DefDir: dir.DefDir}
+	n := &inode{Parent: dirParentOf(dir), DefLayout: dir.DefLayout, DefDir: dir.DefDir}
+	n.Attr, n.DefACL = newOwner(dir, sIFDIR|r.Mode&0o7777, r.Umask, c)
+	n.Attr.Nlink, n.Attr.Atime, n.Attr.Mtime, n.Attr.Ctime = 2, t, t, t
+	return n
 }
 
 // remoteRmdir removes a directory that lives on another MDT. m.mu is held

@@ -18,6 +18,9 @@ type inode struct {
 	// DefDir is a directory's default for new subdirectories
 	// (setdirstripe -D): which MDT they go to, striped over how many.
 	DefDir DirLayout
+	// DefACL is a directory's default ACL (system.posix_acl_default in
+	// Linux's xattr form), which its new entries inherit (perm.CreateACL).
+	DefACL string
 }
 
 // DirLayout places directories: on MDT Index, or spread round-robin over

@@ -18,7 +18,7 @@ var le = binary.LittleEndian
 
 // AppendWire implements wire.Appender.
 func (n *inode) AppendWire(b []byte) []byte {
-	b = slices.Grow(b, 160+len(n.Target)+4*(len(n.Attr.Layout.OSTs)+len(n.DefLayout.OSTs)))
+	b = slices.Grow(b, 162+len(n.Target)+len(n.Attr.ACL)+len(n.DefACL)+4*(len(n.Attr.Layout.OSTs)+len(n.DefLayout.OSTs)))
 	a := &n.Attr
 	b = proto.AppendFID(b, a.FID)
 	b = le.AppendUint32(b, a.Mode)
@@ -31,6 +31,7 @@ func (n *inode) AppendWire(b []byte) []byte {
 	b = le.AppendUint64(b, uint64(a.Mtime))
 	b = le.AppendUint64(b, uint64(a.Ctime))
 	b = appendLayout(b, &a.Layout)
+	b = wire.AppendString(b, a.ACL)
 	b = proto.AppendFID(b, n.Parent)
 	b = wire.AppendString(b, n.Target)
 	b = appendLayout(b, &n.DefLayout)
@@ -40,7 +41,8 @@ func (n *inode) AppendWire(b []byte) []byte {
 		b = append(b, 0)
 	}
 	b = le.AppendUint32(b, uint32(n.DefDir.Index))
-	return le.AppendUint32(b, n.DefDir.Count)
+	b = le.AppendUint32(b, n.DefDir.Count)
+	return wire.AppendString(b, n.DefACL)
 }
 
 func appendLayout(b []byte, l *proto.Layout) []byte {
@@ -69,10 +71,12 @@ func (n *inode) UnmarshalWire(w *wire.Reader) {
 	a.Mtime = w.Int64()
 	a.Ctime = w.Int64()
 	readLayout(w, &a.Layout)
+	a.ACL = w.String()
 	n.Parent = proto.ReadFID(w)
 	n.Target = w.String()
 	readLayout(w, &n.DefLayout)
 	n.DefDir = DirLayout{Set: w.Bool(), Index: w.Int32(), Count: w.Uint32()}
+	n.DefACL = w.String()
 }
 
 func readLayout(w *wire.Reader, l *proto.Layout) {

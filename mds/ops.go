@@ -165,6 +165,9 @@ func (m *MDT) setattrHere(ctx context.Context, r *proto.SetattrReq) (any, error)
 		a.Mode = a.Mode&sIFMT | r.Mode&^sIFMT
 	}
 	a.Mode &^= clear
+	if r.Valid&proto.SetMode != 0 {
+		chmodACL(n)
+	}
 	if r.Valid&proto.SetUid != 0 {
 		a.Uid = r.Uid
 	}
@@ -223,14 +226,15 @@ func (m *MDT) setattrHere(ctx context.Context, r *proto.SetattrReq) (any, error)
 // newChild prepares a new inode in dir: FID, owner (perm.NewOwner: a
 // setgid directory passes on its group, and to subdirectories its
 // setgid bit) and times.
-func (m *MDT) newChild(ctx context.Context, b *pebble.Batch, dir *inode, mode uint32) (*inode, error) {
+func (m *MDT) newChild(ctx context.Context, b *pebble.Batch, dir *inode, mode, umask uint32) (*inode, error) {
 	fid, err := m.childFID(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	t := now()
-	uid, gid, mode := perm.NewOwner(&dir.Attr, mode, m.cred(ctx))
-	n := &inode{Attr: proto.Attr{FID: fid, Mode: mode, Nlink: 1, Uid: uid, Gid: gid, Atime: t, Mtime: t, Ctime: t}}
+	n := &inode{}
+	n.Attr, n.DefACL = newOwner(dir, mode, umask, m.cred(ctx))
+	n.Attr.FID, n.Attr.Nlink, n.Attr.Atime, n.Attr.Mtime, n.Attr.Ctime = fid, 1, t, t, t
 	if err := m.quotaNewChild(b, dir, n); err != nil {
 		return nil, err
 	}
@@ -322,7 +326,7 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(ctx, b, dir, r.Mode)
+	n, err := m.newChild(ctx, b, dir, r.Mode, r.Umask)
 	if err != nil {
 		return nil, err
 	}
@@ -442,7 +446,7 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 		return m.remoteMkdir(ctx, r, dir, target) // releases m.mu
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(ctx, b, dir, sIFDIR|r.Mode&0o7777)
+	n, err := m.newChild(ctx, b, dir, sIFDIR|r.Mode&0o7777, r.Umask)
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +481,7 @@ func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
-	n, err := m.newChild(ctx, b, dir, sIFLNK|0o777)
+	n, err := m.newChild(ctx, b, dir, sIFLNK|0o777, 0)
 	if err != nil {
 		return nil, err
 	}

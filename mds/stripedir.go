@@ -13,7 +13,6 @@ import (
 
 	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/mds/dtx"
-	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -204,8 +203,8 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 	}
 	defer done()
 	t := now()
-	uid, gid, mode := perm.NewOwner(&dir.Attr, sIFDIR|r.Mode&0o7777, m.cred(ctx))
-	attr := proto.Attr{Mode: mode, Nlink: 2, Uid: uid, Gid: gid, Atime: t, Mtime: t, Ctime: t}
+	attr, defACL := newOwner(dir, sIFDIR|r.Mode&0o7777, r.Umask, m.cred(ctx))
+	attr.Nlink, attr.Atime, attr.Mtime, attr.Ctime = 2, t, t, t
 	parent, defLayout, defDir := dirParentOf(dir), dir.DefLayout, dir.DefDir
 
 	master, err := m.takeFID(ctx, first, proto.FIDStripedMaster)
@@ -220,14 +219,14 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 		}
 		l.Stripes = append(l.Stripes, f)
 	}
-	mi := &inode{Attr: attr, Parent: parent, DefLayout: defLayout, DefDir: defDir}
+	mi := &inode{Attr: attr, Parent: parent, DefLayout: defLayout, DefDir: defDir, DefACL: defACL}
 	mi.Attr.FID = master
 	rec := &dtx.Record{ID: id, Op: "mkdir_striped", Started: t, Updates: []dtx.Update{
 		{Kind: dtx.CreateInode, MDT: first, FID: master, Inode: encode(mi)},
 		{Kind: dtx.SetXattr, MDT: first, FID: master, Name: proto.LMVXattr, Inode: encode(&l)},
 	}}
 	for i, f := range l.Stripes {
-		si := &inode{Attr: attr, Parent: master, DefLayout: defLayout, DefDir: defDir}
+		si := &inode{Attr: attr, Parent: master, DefLayout: defLayout, DefDir: defDir, DefACL: defACL}
 		si.Attr.FID = f
 		sl := l
 		sl.Index = int32(i)

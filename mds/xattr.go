@@ -29,6 +29,9 @@ func (m *MDT) getxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 			return nil, m.denied("getxattr", r.Name, c, err)
 		}
 	}
+	if isACLXattr(r.Name) {
+		return aclXattr(n, r.Name)
+	}
 	switch r.Name {
 	case DirXattr:
 		if !n.isDir() {
@@ -101,6 +104,9 @@ func (m *MDT) setxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 			return nil, m.denied("setxattr", r.Name, c, err)
 		}
 	}
+	if isACLXattr(r.Name) {
+		return &proto.Empty{}, m.aclChange(ctx, n, r, false)
+	}
 	switch r.Name {
 	case proto.LayoutXattr:
 		return &proto.Empty{}, m.setLayout(ctx, n, string(r.Value))
@@ -148,6 +154,7 @@ func (m *MDT) listxattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 	if n.DefDir.Set {
 		out.Names = append(out.Names, DirDefaultXattr)
 	}
+	out.Names = append(out.Names, aclNames(n)...)
 	for ok := it.First(); ok; ok = it.Next() {
 		name := string(it.Key()[len(p):])
 		if !internalXattr(name) && (root || !strings.HasPrefix(name, perm.TrustedPrefix)) {
@@ -178,6 +185,9 @@ func (m *MDT) removexattr(ctx context.Context, r *proto.XattrReq) (any, error) {
 		if err := perm.SetXattr(&n.Attr, r.Name, c); err != nil {
 			return nil, m.denied("removexattr", r.Name, c, err)
 		}
+	}
+	if isACLXattr(r.Name) {
+		return &proto.Empty{}, m.aclChange(ctx, n, r, true)
 	}
 	if r.Name == DirDefaultXattr {
 		if !n.DefDir.Set {

@@ -28,6 +28,7 @@ const (
 	sIFMT  = 0o170000
 	sIFDIR = 0o040000
 	sIFREG = 0o100000
+	sIFLNK = 0o120000
 	sISUID = 0o4000
 	sISGID = 0o2000
 	sISVTX = 0o1000
@@ -44,8 +45,9 @@ func IsRoot(c *rpc.Cred) bool { return c.Uid == 0 }
 // Owns reports whether c owns a, or is root (inode_owner_or_capable).
 func Owns(a *proto.Attr, c *rpc.Cred) bool { return IsRoot(c) || c.Uid == a.Uid }
 
-// Access reports whether c may access a as want asks. Root may do
-// anything but execute a file nobody may execute.
+// Access reports whether c may access a as want asks: by a's access ACL
+// when it has one, else by its mode. Root may do anything but execute a
+// file nobody may execute.
 func Access(a *proto.Attr, c *rpc.Cred, want Want) error {
 	mode := a.Mode
 	if IsRoot(c) {
@@ -53,6 +55,11 @@ func Access(a *proto.Attr, c *rpc.Cred, want Want) error {
 			return syscall.EACCES
 		}
 		return nil
+	}
+	if a.ACL != "" && c.Uid != a.Uid {
+		if acl := mustACL(a.ACL); acl != nil {
+			return accessACL(acl, a.Uid, a.Gid, c, want)
+		}
 	}
 	var bits uint32
 	switch {

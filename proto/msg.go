@@ -103,6 +103,9 @@ type Attr struct {
 	Size                uint64
 	Atime, Mtime, Ctime int64
 	Layout              Layout // regular files: where the data lives
+	// ACL is the access ACL beyond the mode (system.posix_acl_access in
+	// Linux's xattr form, package perm); empty when the mode says all.
+	ACL string
 }
 
 type LookupReq struct {
@@ -173,12 +176,16 @@ type CreateReq struct {
 	Layout Layout
 	// Want asks for metadata locks on the new inode.
 	Want uint8
+	// Umask is the creator's, for the MDT to apply unless the directory
+	// has a default ACL (which replaces it); zero when Mode has it applied.
+	Umask uint32
 }
 
 type MkdirReq struct {
 	Parent FID
 	Name   string
 	Mode   uint32
+	Umask  uint32 // as CreateReq.Umask
 	// MDT places the new directory: -1 follows the parent's default
 	// directory layout (its own MDT when it has none).
 	MDT int32

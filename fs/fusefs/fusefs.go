@@ -325,7 +325,7 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, _, err := f.c.Create(c, f.nodeFID(in.NodeId), name, in.Mode, in.Rdev, true, false, 0)
+	a, _, err := f.c.Create(fs.WithUmask(c, in.Umask), f.nodeFID(in.NodeId), name, in.Mode, in.Rdev, true, false, 0)
 	if err != nil {
 		return status(err)
 	}
@@ -336,7 +336,7 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	a, err := f.c.Mkdir(c, f.nodeFID(in.NodeId), name, in.Mode)
+	a, err := f.c.Mkdir(fs.WithUmask(c, in.Umask), f.nodeFID(in.NodeId), name, in.Mode)
 	if err != nil {
 		return status(err)
 	}
@@ -412,12 +412,19 @@ func (f *FS) Readlink(cancel <-chan struct{}, h *fuse.InHeader) ([]byte, fuse.St
 
 // GetXAttr also answers the mount's virtual attributes (client counters,
 // MGS address) on every path, the way lctl reads a client's parameters.
+const securityCapability = "security.capability"
+
 func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, dest []byte) (uint32, fuse.Status) {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
 	var v []byte
 	var err error
 	switch attr {
+	case securityCapability:
+		// The kernel asks before every write whether to drop file
+		// capabilities; stripefs keeps none, and saying so here saves
+		// that write an MDT round trip.
+		return 0, fuse.ENOATTR
 	case stats.ClientXattr:
 		v, err = json.Marshal(&stats.Client{Methods: stats.Methods(f.c.Stats.Snapshot()), Counters: counterMap(f.c.Counters())})
 	case stats.MGSXattr:
@@ -464,6 +471,9 @@ func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (u
 func (f *FS) SetXAttr(cancel <-chan struct{}, in *fuse.SetXAttrIn, attr string, data []byte) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
+	if attr == securityCapability {
+		return fuse.Status(syscall.EOPNOTSUPP) // GetXAttr would not show it
+	}
 	return status(f.c.Setxattr(c, f.nodeFID(in.NodeId), attr, data, in.Flags))
 }
 
@@ -477,7 +487,7 @@ func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out 
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	excl := in.Flags&syscall.O_EXCL != 0
-	a, file, err := f.c.Create(c, f.nodeFID(in.NodeId), name, in.Mode, 0, excl, true, int(in.Flags))
+	a, file, err := f.c.Create(fs.WithUmask(c, in.Umask), f.nodeFID(in.NodeId), name, in.Mode, 0, excl, true, int(in.Flags))
 	if err != nil {
 		return status(err)
 	}

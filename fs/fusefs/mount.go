@@ -27,6 +27,12 @@ type MountOptions struct {
 	// NoLocks (-o nolock) mounts without caching under locks: the kernel
 	// page cache and close-to-open coherency, for comparison.
 	NoLocks bool
+	// NoACL (-o noacl) leaves POSIX ACLs out of the kernel: setfacl then
+	// fails with EOPNOTSUPP on this mount, and the kernel checks modes
+	// alone (the MDT still applies the ACLs other mounts set). It
+	// follows from no_default_permissions, as the kernel enforces ACLs
+	// only with its own permission checks.
+	NoACL bool
 }
 
 // DefaultMountOptions are what a bare mount gets: one-second kernel caches
@@ -58,6 +64,10 @@ func (o *MountOptions) ParseOptions(s string) error {
 			o.Debug = true
 		case "nolock":
 			o.NoLocks = true
+		case "acl":
+			o.NoACL = false
+		case "noacl":
+			o.NoACL = true
 		case "flock":
 			o.Flock = FlockCluster
 		case "localflock":
@@ -108,10 +118,12 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		MaxReadAhead:  1 << 20,
 		MaxBackground: 64,
 		Debug:         o.Debug,
-		// The kernel asks for security.capability before every write; answering
-		// that from here saves an MDT round trip per write. The cost: file
-		// capabilities and POSIX ACLs cannot be set on stripefs.
-		IgnoreSecurityLabels: true,
+		// POSIX ACLs: the kernel enforces them, caching each inode's
+		// (dropped with the inode's attributes when a lock is called
+		// back), and sends us the mode and umask unmasked (DONT_MASK) so
+		// that the MDT applies a directory's default ACL in place of the
+		// umask, as a local filesystem does.
+		EnableAcl: !o.NoACL && o.DefaultPermissions,
 		// Replies in memory are written as they are (dataResult offers
 		// slices, which go-fuse never splices); only object files an OST
 		// in this process lends (fileResult, stripefs up) are spliced,
@@ -129,7 +141,7 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		// in flight together, the 596-byte one costs little more than its
 		// copy (bench nfswrite --through: nfs/aligned medians 0.95-0.96
 		// without it, 1.01-1.06 with it).
-		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT | fuse.CAP_ASYNC_DIO,
+		ExtraCapabilities: fuse.CAP_EXPORT_SUPPORT | fuse.CAP_ASYNC_DIO | fuse.CAP_DONT_MASK,
 		// fcntl, OFD and flock locks come to us (flock.go), unless the
 		// mount leaves them to this kernel (-o localflock).
 		EnableLocks: o.Flock != FlockLocal,
