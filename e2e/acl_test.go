@@ -43,7 +43,7 @@ func TestACLs(t *testing.T) {
 		t.Fatal("setfacl is missing: install the acl package (.ci/run does)")
 	}
 	c, mnt := mount(t)
-	_, mntB := c.MountAt("b")                                     // another client, its own kernel caches
+	_, mntB := c.MountAt("b")                                    // another client, its own kernel caches
 	_, mntM := c.MountAt("m", "no_default_permissions", "noacl") // the MDT alone decides
 	const bob, eve = 1001, 1002
 
