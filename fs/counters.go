@@ -21,6 +21,8 @@ type counters struct {
 	grantShort           atomic.Int64 // writes the grants could not cover
 	grantAsks            atomic.Int64 // empty writes that asked an OST for a first grant
 	writeThroughs        atomic.Int64 // chunks written through, not cached (writethrough.go)
+	copiedBytes          atomic.Int64 // copy_file_range bytes the OSTs copied (copyrange.go)
+	copiedThroughBytes   atomic.Int64 // and those copied through this client (EC layouts)
 }
 
 // Counter is one named client statistic.
@@ -53,5 +55,7 @@ func (c *Client) Counters() []Counter {
 		{"grant_short_writes", c.counters.grantShort.Load()},
 		{"grant_asks", c.counters.grantAsks.Load()},
 		{"write_through_chunks", c.counters.writeThroughs.Load()},
+		{"copied_bytes", c.counters.copiedBytes.Load()},
+		{"copied_through_bytes", c.counters.copiedThroughBytes.Load()},
 	}, append(c.lockCounters(), c.flockCounters()...)...)
 }

@@ -111,6 +111,7 @@ type OST struct {
 	fiemap   atomic.Pointer[FiemapFunc]
 	quota    *proto.QuotaSlave
 	master   *rpc.Client // to the quota master, if any
+	peers    peers       // to other OSTs, for ost_copy (copy.go)
 	nextConn atomic.Uint64
 	ctr      counters
 	stop     chan struct{}
@@ -272,6 +273,7 @@ func (o *OST) Close() error {
 	if o.master != nil {
 		o.master.Close()
 	}
+	o.closePeers()
 	o.fdMu.Lock()
 	for e := o.lru.Front(); e != nil; e = e.Next() {
 		e.Value.(*objFile).close()
@@ -428,6 +430,7 @@ func (o *OST) register() {
 	rpc.HandleFunc(s, proto.OQuotaGet, o.quotaGet)
 	rpc.HandleFunc(s, proto.OSetParam, o.setParam)
 	rpc.HandleFunc(s, proto.OFallocate, o.fallocate)
+	s.Handle(proto.OCopy, o.copyRange)
 }
 
 // write stores the request's bulk at its offset. A write wholly inside
@@ -441,6 +444,13 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	if err := r.Decode(&req); err != nil {
 		return rpc.Reply{}, fmt.Errorf("ost%d: write: %v: %w", o.cfg.Index, err, syscall.EINVAL)
 	}
+	o.space.bind(r.Peer, req.Grant.Client)
+	return o.writeObject(ctx, req, r.Bulk)
+}
+
+// writeObject writes data at req.Off of req.Obj: ost_write's work, and
+// ost_copy's once it has the source's bytes.
+func (o *OST) writeObject(ctx context.Context, req proto.OWriteReq, data []byte) (rpc.Reply, error) {
 	if err := o.writable(ctx, "write", req.Obj); err != nil {
 		return rpc.Reply{}, err
 	}
@@ -450,7 +460,6 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	if err := checkTag(&req); err != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
-	o.space.bind(r.Peer, req.Grant.Client)
 	mu := o.lock(req.Obj)
 	mu.RLock()
 	defer mu.RUnlock()
@@ -459,11 +468,11 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
 	}
 	defer o.put(of)
-	end := req.Off + uint64(len(r.Bulk))
+	end := req.Off + uint64(len(data))
 	est, known := o.ext.unallocated(of.f.Fd(), req.Off, end)
 	if known && est == 0 {
 		o.ctr.rewritesSkipped.Add(1)
-		if err := o.store(of, r.Bulk, int64(req.Off), req.NoCache); err != nil {
+		if err := o.store(of, data, int64(req.Off), req.NoCache); err != nil {
 			return rpc.Reply{}, o.errorf("write", req.Obj, err)
 		}
 		if err := o.putTag(&req); err != nil {
@@ -475,7 +484,7 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		}
 		return rpc.Reply{Msg: &proto.OWriteReply{Size: end, Grant: grant, OverQuota: o.overQuota(ctx, req.Grant)}}, nil
 	}
-	rep, err := o.allocatingWrite(ctx, &req, r.Bulk, of, est)
+	rep, err := o.allocatingWrite(ctx, &req, data, of, est)
 	if err != nil {
 		return rep, err
 	}

@@ -109,6 +109,7 @@ type counters struct {
 	localReads                                       atomic.Int64 // reads lent to a client in this process (local.go)
 	directWrites, directCopies                       atomic.Int64 // NoCache writes done with O_DIRECT, and those copied to align them (nocache.go)
 	earlyWritebacks                                  atomic.Int64 // writes whose disk write was started at once (store)
+	copiedBytes                                      atomic.Int64 // bytes ost_copy wrote (copy.go)
 }
 
 // counters reports the statistics for the stats method (stripefs stats).
@@ -125,6 +126,7 @@ func (o *OST) counters() []rpc.Counter {
 		{Name: "direct_writes", Value: c.directWrites.Load()},
 		{Name: "direct_write_copies", Value: c.directCopies.Load()},
 		{Name: "early_writebacks", Value: c.earlyWritebacks.Load()},
+		{Name: "copied_bytes", Value: c.copiedBytes.Load()},
 		{Name: "new_allocations", Value: c.newAllocations.Load()},
 		{Name: "allocated_bytes", Value: c.allocatedBytes.Load()},
 		{Name: "freed_bytes", Value: c.freedBytes.Load()},

@@ -60,6 +60,7 @@ const (
 	OQuotaGet  // block usage of one quota and the OST's space accounting
 	OSetParam  // run-time tunables (lctl set_param)
 	OFallocate // allocate, punch or zero a range of an object (fallocate(2))
+	OCopy      // copy a range of another object into one here (copy_file_range(2))
 )
 
 const (
@@ -89,6 +90,7 @@ var methodNames = map[uint16]string{
 	OWrite: "ost_write", ORead: "ost_read", OPunch: "ost_punch", OGetattr: "ost_getattr",
 	ODestroy: "ost_destroy", OStatfs: "ost_statfs", OSync: "ost_sync", OList: "ost_list",
 	OQuotaGet: "ost_quota_get", OSetParam: "ost_set_param", OFallocate: "ost_fallocate",
+	OCopy:   "ost_copy",
 	GConfig: "mgs_config", GRegister: "mgs_register",
 }
 
@@ -432,6 +434,21 @@ const (
 	FallocPunch                 // free the blocks: the range reads as zeros
 	FallocZero                  // zeros, allocated
 )
+
+// OCopyReq asks the OST of Obj to copy Len bytes from Src at SrcOff,
+// an object on OST SrcOST (at SrcAddr; this OST itself when SrcOST is
+// its index), to Obj at Off: copy_file_range without the data passing
+// through the client. Where Src ends or has holes, Obj reads as zeros.
+type OCopyReq struct {
+	Obj     ObjID
+	Off     uint64
+	Src     ObjID
+	SrcOff  uint64
+	Len     uint32
+	SrcOST  uint32
+	SrcAddr string
+	Owner   Owner // whose quota the written blocks are charged to
+}
 
 type OGetattrReq struct{ Obj ObjID }
 

@@ -625,6 +625,21 @@ func (f *FS) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status
 	return status(file.Fallocate(c, in.Mode, in.Offset, in.Length))
 }
 
+func (f *FS) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	src, st := f.file(in.FhIn)
+	if !st.Ok() {
+		return 0, st
+	}
+	dst, st := f.file(in.FhOut)
+	if !st.Ok() {
+		return 0, st
+	}
+	c, stop := f.ctx(cancel, &in.InHeader)
+	defer stop()
+	n, err := dst.CopyRange(c, src, in.OffIn, in.OffOut, in.Len)
+	return uint32(n), status(err)
+}
+
 func (f *FS) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
 	return f.Writev(cancel, in, [][]byte{data})
 }
