@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stripefs/stripefs/internal/storeguard"
@@ -47,6 +48,8 @@ type Cluster struct {
 	// Each target runs under a runner that reopens it if its store fails.
 	mdts []*storeguard.Runner[*mds.MDT]
 	osts []*storeguard.Runner[*ost.OST]
+
+	closeOnce sync.Once // Close may come twice (a takeover of up's mount stops the servers first)
 }
 
 // saved is what a data directory remembers of its cluster: the shape and
@@ -166,10 +169,12 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 
 // Close stops every server; MDTs commit before closing.
 func (c *Cluster) Close() {
-	for _, o := range c.osts {
-		o.Close()
-	}
-	for i := len(c.mdts) - 1; i >= 0; i-- {
-		c.mdts[i].Close()
-	}
+	c.closeOnce.Do(func() {
+		for _, o := range c.osts {
+			o.Close()
+		}
+		for i := len(c.mdts) - 1; i >= 0; i-- {
+			c.mdts[i].Close()
+		}
+	})
 }

@@ -74,6 +74,9 @@ func runOp(op string) int {
 		return runFlockOp(f)
 	}
 	var err error
+	if strings.HasPrefix(f[0], "stream-") {
+		return runStreamOp(f)
+	}
 	switch f[0] {
 	case "writefile": // PATH BYTES: writeSteps; prints errno, failing step, bytes taken
 		n, _ := strconv.Atoi(f[2])

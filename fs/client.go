@@ -61,6 +61,9 @@ type Options struct {
 	// flavour it accepts (0: rpc.DefaultFlavor).
 	Key    *rpc.Key
 	Flavor rpc.Flavor
+	// Resume, if set, is the identity of the client this one carries on
+	// from (takeover.go).
+	Resume *Identity
 }
 
 // Defaults for Options fields left zero.
@@ -154,6 +157,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.memCond = sync.NewCond(&c.memMu)
 	c.locks.init(opts.NoLocks)
 	c.identity = rpc.NewClient("", opts.Name)
+	if r := opts.Resume; r != nil {
+		c.identity.Resume(r.UUID, r.XID)
+	}
 	go c.flusher()
 	go c.lruWorker()
 	c.mdts[0] = c.newMDTRPC(0, opts.MGS)

@@ -244,6 +244,18 @@ func (c *Client) ShareIdentity(other *Client) {
 	c.UUID, c.xids = other.UUID, other.xids
 }
 
+// NextXID is the last XID c's counter gave out.
+func (c *Client) NextXID() uint64 { return c.xids.Load() }
+
+// Resume makes c the client instance uuid whose last XID was xid, as
+// another process of the same client was (a mount taken over): servers
+// see it reconnect, with what it held, and take its XIDs as new ones.
+// Call it before sharing c's identity.
+func (c *Client) Resume(uuid string, xid uint64) {
+	c.UUID = uuid
+	c.xids.Store(xid)
+}
+
 // NewUUID returns a random identifier.
 func NewUUID() string {
 	var b [16]byte

@@ -875,7 +875,7 @@ func loopbackCmd() *cobra.Command {
 			}
 			sig := stopSignals()
 			fmt.Printf("%s%s\n", readyPrefix, mnt)
-			return serveUntilSignal(srv, mnt, sig)
+			return serveUntilSignal(&liveMount{dir: mnt, srv: srv}, sig, nil)
 		},
 	}
 	cmd.Flags().StringVar(&src, "src", "", "directory to expose")

@@ -28,6 +28,15 @@ func main() {
 		}
 		return
 	}
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "stripefs: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// newRoot is the command tree (a takeover runs it again with the old
+// daemon's arguments, takeover.go).
+func newRoot() *cobra.Command {
 	var pprofAddr, logLevel, logFormat string
 	var kf keyFlags
 	root := &cobra.Command{
@@ -63,10 +72,7 @@ func main() {
 		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(), rebuildCmd(), scrubCmd(),
 		nfsCmd(), nfsexportCmd(),
 		setquotaCmd(), quotaCmd(), projectCmd(), dfCmd(), nodemapCmd())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintf(os.Stderr, "stripefs: %v\n", err)
-		os.Exit(1)
-	}
+	return root
 }
 
 // mountHelperArgs recognises the mount(8) helper calling conventions:

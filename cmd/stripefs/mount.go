@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -58,7 +60,7 @@ func readahead(mb int) int64 {
 
 func mountCmd() *cobra.Command {
 	var mgs, opts, logFile string
-	var background bool
+	var background, takeover bool
 	var cf clientFlags
 	mo := fusefs.DefaultMountOptions()
 	cmd := &cobra.Command{
@@ -72,9 +74,22 @@ attr_timeout=SECONDS, entry_timeout=SECONDS, fsname=NAME, debug,
 read_ahead_kb=KIB (the kernel's read-ahead window; 1024 by default, 0 leaves
 the kernel's 128), nolock (no caching under locks: close-to-open coherency
 between clients, the kernel's page cache, for comparison).
-The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
+The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0
+
+stripefs mount --takeover MOUNTPOINT (or SIGUSR2 to the daemon, which starts
+that from the binary now at its path) moves a live mount to a new process:
+the old daemon stops taking requests, finishes those in flight, flushes,
+and passes the FUSE session, its open files, its application locks and its
+client identity to the new one, which serves on with the old command line;
+programs using the mount see no error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if takeover {
+				if background {
+					return startBackground(os.Args[1:], logFile)
+				}
+				return takeOver(args[0])
+			}
 			if mgs == "" {
 				return fmt.Errorf("--mgs is required")
 			}
@@ -84,7 +99,7 @@ The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 			if background {
 				return startBackground(os.Args[1:], logFile)
 			}
-			return runMount(cf.options(mgs, "mount:"+args[0]), args[0], mo, nil)
+			return runMount(cf.options(mgs, "mount:"+args[0]), args[0], mo, nil, nil)
 		},
 	}
 	f := cmd.Flags()
@@ -95,32 +110,48 @@ The fstab form is: MGSADDR MOUNTPOINT fuse.stripefs allow_other,_netdev 0 0`,
 	f.DurationVar(&mo.EntryTimeout, "entry-timeout", time.Second, "kernel name cache timeout")
 	f.BoolVar(&background, "background", false, "return once mounted, leaving the daemon running")
 	f.StringVar(&logFile, "log", "", "with --background: where the daemon logs (default: discarded)")
+	f.BoolVar(&takeover, "takeover", false, "take the live mount at MOUNTPOINT over from its daemon (after an upgrade): programs using it see no error; the old daemon exits. Its command line is used again")
 	metricsFlag(f)
 	return cmd
 }
 
-// runMount connects, mounts and serves until unmounted or signalled.
-// onReady, if set, runs once the mount is up.
-func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func()) error {
+// runMount connects, mounts and serves until unmounted or signalled, or
+// until a successor takes the mount over (takeover.go). onReady, if set,
+// runs once the mount is up; beforeHandover before a successor gets it.
+func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(), beforeHandover func() error) error {
 	mgs := opts.MGS
 	opts.NoLocks = mo.NoLocks
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	c, err := fs.Connect(ctx, opts)
-	cancel()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	if mo.FSName == "" {
 		mo.FSName = mgs
 	}
-	if reg := procMetrics(); reg != nil {
-		reg.AddClient("mount", clientMetrics{c: c})
+	var m *liveMount
+	if resuming != nil {
+		var err error
+		if m, err = resuming.resumeMount(opts, dir, mo); err != nil {
+			return err
+		}
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		c, err := fs.Connect(ctx, opts)
+		cancel()
+		if err != nil {
+			return err
+		}
+		clearStaleMount(dir)
+		srv, fsys, err := fusefs.MountFS(c, dir, mo)
+		if err != nil {
+			c.Close()
+			return err
+		}
+		m = &liveMount{dir: dir, c: c, fsys: fsys, srv: srv, mo: mo}
 	}
-	clearStaleMount(dir)
-	srv, err := fusefs.Mount(c, dir, mo)
+	m.beforeHandover = beforeHandover
+	if reg := procMetrics(); reg != nil {
+		reg.AddClient("mount", clientMetrics{c: m.c})
+	}
+	tl, err := listenTakeover(dir)
 	if err != nil {
-		return err
+		log.Printf("stripefs: %s: no takeover: %v", dir, err)
 	}
 	sig := stopSignals()
 	fmt.Printf("%s%s (mgs %s)\n", readyPrefix, dir, mgs)
@@ -130,33 +161,59 @@ func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(
 	if onReady != nil {
 		onReady()
 	}
-	notify(daemon.SdNotifyReady)
-	return serveUntilSignal(srv, dir, sig)
+	if resuming == nil {
+		notify(daemon.SdNotifyReady)
+	}
+	err = serveUntilSignal(m, sig, tl)
+	if errors.Is(err, errHandedOver) {
+		tl.leave() // the socket's path is the successor's now
+		return nil // the successor is this client now: no goodbye to the servers
+	}
+	tl.close()
+	m.c.Close()
+	return err
 }
 
 // serveUntilSignal returns when the filesystem is unmounted from outside,
-// or unmounts it on a signal from sig.
-func serveUntilSignal(srv *fuse.Server, dir string, sig <-chan os.Signal) error {
-	done := make(chan struct{})
-	go func() { srv.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case s := <-sig:
-		log.Printf("stripefs: %v: unmounting %s", s, dir)
-		notify(daemon.SdNotifyStopping)
-		for i := 0; ; i++ {
-			err := srv.Unmount()
-			if err == nil {
-				break
+// or unmounts it on a signal from sig, or hands it to a successor that
+// connects to tl (SIGUSR2 starts one).
+func serveUntilSignal(m *liveMount, sig <-chan os.Signal, tl *takeoverListener) error {
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	var conns chan *net.UnixConn
+	if tl != nil {
+		conns = tl.conns
+	}
+	for {
+		done := make(chan struct{})
+		go func(srv *fuse.Server) { srv.Wait(); close(done) }(m.srv)
+		select {
+		case <-done:
+			return nil
+		case <-usr2:
+			log.Printf("stripefs: SIGUSR2: starting a new daemon to take %s over", m.dir)
+			go spawnSuccessor(m.dir)
+		case conn := <-conns:
+			if err := m.handOver(conn); err != nil {
+				return err
 			}
-			if i == 50 {
-				return fmt.Errorf("unmount %s: %w", dir, err)
+		case s := <-sig:
+			log.Printf("stripefs: %v: unmounting %s", s, m.dir)
+			notify(daemon.SdNotifyStopping)
+			for i := 0; ; i++ {
+				err := m.unmount()
+				if err == nil {
+					break
+				}
+				if i == 50 {
+					return fmt.Errorf("unmount %s: %w", m.dir, err)
+				}
+				time.Sleep(100 * time.Millisecond) // busy: wait for users to leave
 			}
-			time.Sleep(100 * time.Millisecond) // busy: wait for users to leave
+			m.srv.Wait()
+			return nil
 		}
-		<-done
-		return nil
 	}
 }
 

@@ -85,7 +85,7 @@ client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
 			return runMount(cf.options(cl.MGS, "up:"+mnt), mnt, mo, func() {
 				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s, key %s; Ctrl-C unmounts and stops\n",
 					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS, key.Path)
-			})
+			}, func() error { cl.Close(); return nil }) // a successor starts the servers again on the same data
 		},
 	}
 	f := cmd.Flags()

@@ -47,12 +47,15 @@ type groupsCache struct {
 // on that; blocking lock waits (flock.go) are the exception POSIX makes.
 func (f *FS) ctx(cancel <-chan struct{}, h *fuse.InHeader) (context.Context, context.CancelFunc) {
 	c := &rpc.Cred{Uid: h.Uid, Gid: h.Gid, Groups: f.groups.of(h.Pid, h.Uid)}
+	f.reqs.busy.Add(1) // a takeover waits for it (takeover.go)
 	if cancel == nil || h.Pid == 0 {
-		return rpc.WithCred(context.Background(), c), func() {}
+		return rpc.WithCred(context.Background(), c), f.reqDone
 	}
 	ic := &fatalCtx{Context: context.Background(), interrupt: cancel, pid: h.Pid, answered: make(chan struct{})}
-	return rpc.WithCred(ic, c), ic.stop
+	return rpc.WithCred(ic, c), func() { ic.stop(); f.reqDone() }
 }
+
+func (f *FS) reqDone() { f.reqs.busy.Add(-1) }
 
 // fatalCtx ends when its request's caller is dying. Nothing runs for it
 // until something waits on it (Done): most requests never wait.

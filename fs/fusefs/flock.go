@@ -126,6 +126,8 @@ func (f *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
 	if wait {
+		f.reqs.lockWaits.Add(1) // may take for ever: a takeover goes on without it
+		defer f.reqs.lockWaits.Add(-1)
 		// Unlike other requests, a wait ends with the kernel's interrupt:
 		// the program got a signal, and the MDT withdraws the wait.
 		var end context.CancelFunc

@@ -47,6 +47,7 @@ type FS struct {
 	// open file handle (flock.go).
 	lockOwners map[uint64]map[uint64]bool
 	groups     groupsCache // callers' supplementary groups (cred.go)
+	reqs       requests    // being served, for a takeover (takeover.go)
 }
 
 // New returns the FUSE mapping of c. The kernel asks for a directory's
@@ -693,6 +694,8 @@ func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 }
 
 func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
+	f.reqs.busy.Add(1)
+	defer f.reqDone()
 	if file, ok := f.dropHandle(in.Fh).(*fs.File); ok {
 		if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
 			f.releaseLocks(file, proto.FlockBSD, in.LockOwner)

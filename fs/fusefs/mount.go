@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"bytes"
 	"fmt"
 	"log"
 	"strconv"
@@ -110,6 +111,37 @@ func (o *MountOptions) ParseOptions(s string) error {
 // Mount mounts c at dir and starts serving. The caller waits on the
 // returned server and unmounts it.
 func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
+	srv, _, err := MountFS(c, dir, o)
+	return srv, err
+}
+
+// MountFS is Mount that also returns the FUSE mapping it serves (for a
+// takeover, takeover.go).
+func MountFS(c *fs.Client, dir string, o MountOptions) (*fuse.Server, *FS, error) {
+	mo := fuseOptions(c, o)
+	fsys := New(c, o.Options)
+	srv, err := fuse.NewServer(fsys, dir, mo)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	fsys.SetServer(srv)
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		srv.Unmount()
+		return nil, nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	if o.ReadAheadKB > 0 {
+		if err := SetReadAhead(dir, o.ReadAheadKB); err != nil {
+			// Not fatal: reads work, in the kernel's 128 KiB pieces.
+			log.Printf("stripefs: %s: kernel read-ahead window left as it was: %v", dir, err)
+		}
+	}
+	return srv, fsys, nil
+}
+
+// fuseOptions are go-fuse's options for a mount of c with o: the same for
+// a mount and for a takeover of one, whose kernel agreed to them.
+func fuseOptions(c *fs.Client, o MountOptions) *fuse.MountOptions {
 	mo := &fuse.MountOptions{
 		AllowOther:    o.AllowOther,
 		FsName:        o.FSName,
@@ -149,6 +181,7 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 	if mo.FsName == "" {
 		mo.FsName = "stripefs"
 	}
+	mo.Logger = log.New(fuseLog{}, "", 0)
 	if o.DefaultPermissions {
 		mo.Options = append(mo.Options, "default_permissions")
 	}
@@ -161,22 +194,16 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 		// the lock goes, like the rest of the kernel's caches.
 		mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	}
-	fsys := New(c, o.Options)
-	srv, err := fuse.NewServer(fsys, dir, mo)
-	if err != nil {
-		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	return mo
+}
+
+// fuseLog takes go-fuse's log lines to the log package, less the EAGAIN
+// each of its read loops reports as it ends for a takeover (takeover.go).
+type fuseLog struct{}
+
+func (fuseLog) Write(p []byte) (int, error) {
+	if !bytes.Contains(p, []byte("Failed to read from fuse conn: 11=")) {
+		_ = log.Output(4, string(p))
 	}
-	fsys.SetServer(srv)
-	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		srv.Unmount()
-		return nil, fmt.Errorf("mount %s: %w", dir, err)
-	}
-	if o.ReadAheadKB > 0 {
-		if err := SetReadAhead(dir, o.ReadAheadKB); err != nil {
-			// Not fatal: reads work, in the kernel's 128 KiB pieces.
-			log.Printf("stripefs: %s: kernel read-ahead window left as it was: %v", dir, err)
-		}
-	}
-	return srv, nil
+	return len(p), nil
 }

@@ -218,6 +218,20 @@ func (c *Cluster) MountAtArgs(name string, flags []string, opts ...string) (*Pro
 	return p, dir
 }
 
+// TakeOver starts `stripefs mount --takeover dir`, a new daemon for the
+// live mount at dir, and returns it once it serves; it is stopped and
+// unmounted with the cluster.
+func (c *Cluster) TakeOver(dir string) *Proc {
+	c.t.Helper()
+	p := c.start(fmt.Sprintf("%s-next%d", filepath.Base(dir), len(c.Mounts)), []string{"mount", "--takeover", dir}, mountedRE)
+	c.Mounts = append(c.Mounts, p)
+	c.mnts = append(c.mnts, dir)
+	return p
+}
+
+// Done is closed when p has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
 // Signal sends sig to p (SIGSTOP and SIGCONT freeze and thaw a client).
 func (c *Cluster) Signal(p *Proc, sig syscall.Signal) {
 	c.t.Helper()

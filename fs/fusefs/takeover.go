@@ -1,0 +1,275 @@
+package fusefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/proto"
+)
+
+// Taking over a live mount. A daemon hands its FUSE session to a new
+// process (a new binary after an upgrade) with no program on the mount
+// seeing an error:
+//
+//  1. StopReading: the old daemon stops taking requests from the kernel.
+//     The device is made non-blocking and every thread is signalled, so a
+//     read waiting for a request returns EAGAIN and its go-fuse loop ends;
+//     a loop in a request finishes it first (go-fuse answers each request
+//     in the loop that read it), so every request read is answered.
+//     Requests that arrive meanwhile wait in the kernel's queue.
+//  2. The old daemon quiesces its client (fs.Client.Quiesce) and passes
+//     the device, the kernel's FUSE_INIT, its open handles and its
+//     client identity over a Unix socket.
+//  3. Resume: the new daemon clones the device (FUSE_DEV_IOC_CLONE: a new
+//     descriptor of the same connection, with its own flags), lets
+//     go-fuse take the old INIT as if the kernel had sent it, and serves.
+//     Node ids are inode numbers derived from FIDs, so no table of them
+//     passes; file handles keep their numbers.
+//
+// A request the old daemon is still serving when it hands over (a lock
+// wait) stays its own: it answers it, and exits after the last one.
+
+// Session is what a successor needs of a mount besides the device.
+type Session struct {
+	// Init is the kernel's FUSE_INIT as go-fuse kept it: the successor's
+	// go-fuse agrees to it again, as the kernel agreed with ours.
+	Init    []byte
+	Handles []Handle
+	NextFh  uint64
+}
+
+// Handle is one open file or directory handle.
+type Handle struct {
+	Fh    uint64
+	FID   proto.FID
+	Dir   bool
+	Flags int
+	// LockOwners are the POSIX lock owners that locked through the
+	// handle (flock.go).
+	LockOwners []uint64
+}
+
+// requests counts the requests being served, and lockWaits the blocking
+// lock waits among them, which a handover does not wait for.
+type requests struct {
+	busy, lockWaits atomic.Int64
+}
+
+// Snapshot is f's session, for a successor: srv's INIT and the open
+// handles. Take it once srv has stopped reading.
+func (f *FS) Snapshot(srv *fuse.Server) Session {
+	in := srv.KernelSettings()
+	s := Session{Init: append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(in)), unsafe.Sizeof(*in))...), NextFh: f.nextFh.Load()}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for fh, h := range f.handles {
+		switch h := h.(type) {
+		case *fs.File:
+			hs := Handle{Fh: fh, FID: h.FID(), Flags: h.Flags}
+			for o := range f.lockOwners[fh] {
+				hs.LockOwners = append(hs.LockOwners, o)
+			}
+			s.Handles = append(s.Handles, hs)
+		case *dirHandle:
+			s.Handles = append(s.Handles, Handle{Fh: fh, FID: h.fid, Dir: true})
+		}
+	}
+	return s
+}
+
+// Adopt takes on a predecessor's open handles, under their numbers.
+func (f *FS) Adopt(ctx context.Context, s Session) error {
+	for _, h := range s.Handles {
+		var v any = &dirHandle{fid: h.FID}
+		if !h.Dir {
+			file, err := f.c.Adopt(ctx, h.FID, h.Flags)
+			if err != nil {
+				return err
+			}
+			v = file
+		}
+		f.mu.Lock()
+		f.handles[h.Fh] = v
+		for _, o := range h.LockOwners {
+			if f.lockOwners[h.Fh] == nil {
+				f.lockOwners[h.Fh] = map[uint64]bool{}
+			}
+			f.lockOwners[h.Fh][o] = true
+		}
+		f.mu.Unlock()
+	}
+	for {
+		n := f.nextFh.Load()
+		if n >= s.NextFh || f.nextFh.CompareAndSwap(n, s.NextFh) {
+			return nil
+		}
+	}
+}
+
+// Busy reports the requests f is serving that are not lock waits.
+func (f *FS) Busy() int64 { return f.reqs.busy.Load() - f.reqs.lockWaits.Load() }
+
+// Serving reports every request f is serving.
+func (f *FS) Serving() int64 { return f.reqs.busy.Load() }
+
+// StopReading makes srv stop taking requests from the kernel (step 1
+// above) and returns a descriptor of its device, which srv itself closes
+// once its last loop ends. It waits for the requests being served, but
+// for lock waits, within limit.
+func StopReading(srv *fuse.Server, f *FS, limit time.Duration) (*os.File, error) {
+	fd, err := fuseDevice()
+	if err != nil {
+		return nil, err
+	}
+	dev, err := unix.Dup(fd)
+	if err != nil {
+		return nil, fmt.Errorf("takeover: dup /dev/fuse: %w", err)
+	}
+	unix.CloseOnExec(dev)
+	file := os.NewFile(uintptr(dev), "/dev/fuse")
+	if err := unix.SetNonblock(dev, true); err != nil {
+		file.Close()
+		return nil, fmt.Errorf("takeover: make /dev/fuse non-blocking: %w", err)
+	}
+	ended := make(chan struct{})
+	go func() { srv.Wait(); close(ended) }()
+	deadline := time.Now().Add(limit)
+	quiet := time.Time{}
+	for {
+		kickThreads()
+		select {
+		case <-ended:
+			return file, nil
+		case <-time.After(2 * time.Millisecond):
+		}
+		// Loops still there are serving requests: once none is but
+		// lock waits, and has not been for a while, no loop reads.
+		if f.Busy() > 0 {
+			quiet = time.Time{}
+		} else if quiet.IsZero() {
+			quiet = time.Now()
+		} else if time.Since(quiet) > 200*time.Millisecond {
+			return file, nil
+		}
+		if time.Now().After(deadline) {
+			_ = unix.SetNonblock(dev, false)
+			file.Close()
+			return nil, fmt.Errorf("takeover: requests still being served after %v", limit)
+		}
+	}
+}
+
+// fuseDevice is this process's descriptor of /dev/fuse (a mount has
+// one).
+func fuseDevice() (int, error) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1, err
+	}
+	for _, e := range ents {
+		if t, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && t == "/dev/fuse" {
+			return strconv.Atoi(e.Name())
+		}
+	}
+	return -1, errors.New("takeover: this process has no /dev/fuse descriptor")
+}
+
+// kickThreads signals every thread of the process with SIGURG (the Go
+// runtime's preemption signal, which it ignores when unasked): a read of
+// the device waiting for a request is restarted, and finds it
+// non-blocking.
+func kickThreads() {
+	pid := unix.Getpid()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			_ = unix.Tgkill(pid, tid, unix.SIGURG)
+		}
+	}
+}
+
+// fuseDevIocClone is FUSE_DEV_IOC_CLONE, _IOR(229, 0, uint32).
+const fuseDevIocClone = 0x8004e500
+
+// Resume serves the FUSE session of dev (a predecessor's device) with f,
+// taking the kernel's INIT from s, with go-fuse's options for c and o as
+// Mount has them (step 3 above). The caller adopts s's handles before
+// and unmounts by path after (the server knows no mount point).
+func Resume(f *FS, c *fs.Client, dev *os.File, s Session, o MountOptions) (*fuse.Server, error) {
+	var in fuse.InitIn
+	if len(s.Init) != int(unsafe.Sizeof(in)) {
+		return nil, fmt.Errorf("takeover: INIT of %d bytes, this go-fuse's is %d", len(s.Init), unsafe.Sizeof(in))
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&in)), unsafe.Sizeof(in)), s.Init)
+	in.Length, in.Opcode, in.Unique, in.NodeId = uint32(unsafe.Sizeof(in)), opInit, 1, 0
+	clone, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("takeover: open /dev/fuse: %w", err)
+	}
+	fd := int32(dev.Fd())
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(clone), fuseDevIocClone, uintptr(unsafe.Pointer(&fd))); e != 0 {
+		unix.Close(clone)
+		return nil, fmt.Errorf("takeover: clone the FUSE session: %w", e)
+	}
+	// go-fuse reads INIT first: from a socket we write it to, which then
+	// becomes the clone under the same descriptor number.
+	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(clone)
+		return nil, err
+	}
+	defer unix.Close(sp[1])
+	if _, err := unix.Write(sp[1], unsafe.Slice((*byte)(unsafe.Pointer(&in)), unsafe.Sizeof(in))); err != nil {
+		unix.Close(clone)
+		unix.Close(sp[0])
+		return nil, fmt.Errorf("takeover: hand INIT to go-fuse: %w", err)
+	}
+	srv, err := fuse.NewServer(f, fmt.Sprintf("/dev/fd/%d", sp[0]), fuseOptions(c, o))
+	if err != nil {
+		unix.Close(clone)
+		return nil, fmt.Errorf("takeover: %w", err)
+	}
+	err = unix.Dup3(clone, sp[0], unix.O_CLOEXEC)
+	unix.Close(clone)
+	if err != nil {
+		return nil, fmt.Errorf("takeover: %w", err)
+	}
+	f.SetServer(srv)
+	go srv.Serve()
+	return srv, nil
+}
+
+const opInit = 26 // FUSE_INIT
+
+// UnmountPath unmounts dir, as the server of a taken-over session cannot
+// (it knows no mount point): directly as root, else with fusermount3.
+func UnmountPath(dir string) error {
+	if err := syscall.Unmount(dir, 0); err == nil || !errors.Is(err, syscall.EPERM) {
+		return err
+	}
+	for _, prog := range []string{"fusermount3", "fusermount"} {
+		if p, err := exec.LookPath(prog); err == nil {
+			if out, err := exec.Command(p, "-u", dir).CombinedOutput(); err != nil {
+				return fmt.Errorf("unmount %s: %v: %s", dir, err, out)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("unmount %s: not root, and no fusermount3", dir)
+}
