@@ -124,6 +124,7 @@ func runStreamOp(f []string) int {
 func TestTakeover(t *testing.T) {
 	c := startCluster(t)
 	old, mnt := c.MountAt("t")
+	_, other := c.MountAt("o")
 	const blocks = 400 // 25 MiB
 	src := filepath.Join(mnt, "src")
 	h := sha256.New()
@@ -155,15 +156,57 @@ func TestTakeover(t *testing.T) {
 	must(t, err)
 	defer lf.Close()
 	must(t, syscall.Flock(int(lf.Fd()), syscall.LOCK_EX))
+	// A program waiting on the mount for a lock another mount holds.
+	waitPath := filepath.Join(mnt, "wait")
+	writeFile(t, waitPath, nil)
+	held, err := os.Open(filepath.Join(other, "wait"))
+	must(t, err)
+	defer held.Close()
+	must(t, syscall.Flock(int(held.Fd()), syscall.LOCK_EX))
+	waiter := helperCmd(t, "flock-hold "+waitPath+" flock")
+	waiterIn, err := waiter.StdinPipe()
+	must(t, err)
+	waiterOut, err := waiter.StdoutPipe()
+	must(t, err)
+	must(t, waiter.Start())
+	defer waiter.Process.Kill()
+	waitLines := bufio.NewScanner(waiterOut)
+	for deadline := time.Now().Add(10 * time.Second); clientCounter(t, mnt, "flock_waits") == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never waited")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	time.Sleep(700 * time.Millisecond) // both well under way
 	took := time.Now()
 	next := c.TakeOver(mnt)
 	t.Logf("takeover done in %v", time.Since(took))
+	// The old daemon answers the lock wait it holds, then goes.
+	select {
+	case <-old.Done():
+		t.Fatal("the old daemon exited with a lock wait unanswered")
+	case <-time.After(500 * time.Millisecond):
+	}
+	must(t, syscall.Flock(int(held.Fd()), syscall.LOCK_UN))
+	if !waitLines.Scan() || waitLines.Text() != "locked" {
+		t.Fatalf("the lock wait across the takeover: %q", waitLines.Text())
+	}
 	select {
 	case <-old.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the old daemon is still running 30s after the takeover")
+	}
+	// What it won is the new daemon's to release.
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
+		t.Errorf("another mount took the lock the waiter won: %v", err)
+	}
+	fmt.Fprintln(waiterIn, "unlock")
+	if !waitLines.Scan() || waitLines.Text() != "done <nil>" {
+		t.Errorf("unlock through the new daemon: %q", waitLines.Text())
+	}
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Errorf("the waiter's lock, released through the new daemon, is still held: %v", err)
 	}
 	if b, err := os.ReadFile(old.Log); err == nil && !strings.Contains(string(b), "the mount is served by the new process") {
 		t.Errorf("the old daemon did not say it handed over:\n%s", b)
@@ -188,7 +231,6 @@ func TestTakeover(t *testing.T) {
 	}
 	// The flock is still the program's: another mount cannot take it,
 	// and once released through the new daemon, can.
-	_, other := c.MountAt("o")
 	of, err := os.Open(filepath.Join(other, "lock"))
 	must(t, err)
 	defer of.Close()

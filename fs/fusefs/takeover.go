@@ -161,7 +161,7 @@ func StopReading(srv *fuse.Server, f *FS, limit time.Duration) (*os.File, error)
 			quiet = time.Time{}
 		} else if quiet.IsZero() {
 			quiet = time.Now()
-		} else if time.Since(quiet) > 200*time.Millisecond {
+		} else if time.Since(quiet) > 50*time.Millisecond {
 			return file, nil
 		}
 		if time.Now().After(deadline) {
