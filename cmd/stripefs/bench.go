@@ -113,6 +113,12 @@ Two mounts of one filesystem (two clients):
                   hand-offs per second and the wake-up latency.
                   e.g. bench flock MNT1/lk MNT2/lk
 
+A mount's daemon replaced under load:
+  bench takeover  a read loop and a write loop on the mount while its daemon
+                  is taken over (stripefs mount --takeover) several times:
+                  the slowest call of each loop then, against before.
+                  e.g. bench takeover MNT --takeovers 5
+
 OSTs without a client (obdfilter-survey):
   bench survey    write, rewrite and read objects over RPC straight to the
                   OSTs, beside the same pattern written to plain files on
@@ -120,7 +126,7 @@ OSTs without a client (obdfilter-survey):
                   OSTs' allocation, FIEMAP, grant and quota counters.
                   e.g. bench survey --data /tmp/sv --threads 4 --size 512MiB`,
 	}
-	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd(), flockBenchCmd())
+	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd(), flockBenchCmd(), takeoverBenchCmd())
 	return cmd
 }
 
@@ -388,6 +394,46 @@ latency (median, p99). The file is removed at the end.`,
 	}
 	cmd.Flags().IntVar(&c.Ops, "ops", 10000, "uncontended lock/unlock pairs")
 	cmd.Flags().IntVar(&c.Handoffs, "handoffs", 1000, "hand-offs between the two mounts")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	return cmd
+}
+
+func takeoverBenchCmd() *cobra.Command {
+	c := bench.TakeoverConfig{Takeovers: 5, Gap: time.Second, Block: 64 << 10}
+	size := sizeValue(16 << 20)
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "takeover MOUNTPOINT [--takeovers 5] [--gap 1s] [--size 16MiB] [--json]",
+		Short: "The pause programs see when a mount's daemon is taken over",
+		Long: `Reads a file and writes another on the stripefs mount at MOUNTPOINT, one
+--block at a time in a loop, while "stripefs mount --takeover MOUNTPOINT" hands
+the mount to a new daemon --takeovers times, --gap apart. Prints how long each
+takeover took and the slowest call of each loop during the takeovers, beside
+the slowest in as long a time before them. A loop that sees an error fails it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.Mount, c.Size = args[0], int64(size)
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			c.Takeover = func(ctx context.Context) error {
+				out, err := exec.CommandContext(ctx, exe, "mount", "--takeover", "--background", c.Mount).CombinedOutput()
+				if err != nil {
+					return fmt.Errorf("%v: %s", err, out)
+				}
+				return nil
+			}
+			ctx, stop := interruptible()
+			defer stop()
+			res, err := bench.Takeover(ctx, c)
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.TakeoverResult) *time.Time { return &r.Time })
+		},
+	}
+	cmd.Flags().IntVar(&c.Takeovers, "takeovers", c.Takeovers, "how many times the daemon is taken over")
+	cmd.Flags().DurationVar(&c.Gap, "gap", c.Gap, "time between takeovers")
+	cmd.Flags().Var(&size, "size", "size of the file read")
+	cmd.Flags().IntVar(&c.Block, "block", c.Block, "bytes per read and write call")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return cmd
 }
