@@ -113,6 +113,12 @@ Two mounts of one filesystem (two clients):
                   hand-offs per second and the wake-up latency.
                   e.g. bench flock MNT1/lk MNT2/lk
 
+Round trips:
+  bench rpcs      the mount's RPCs per common operation (create, stat,
+                  small and large open/read/close, rename, unlink, mkdir
+                  local and remote, readdir of 1000), from its counters.
+                  e.g. bench rpcs MNT/dir [--other MNT2/dir] --json
+
 A mount's daemon replaced under load:
   bench takeover  a read loop and a write loop on the mount while its daemon
                   is taken over (stripefs mount --takeover) several times:
@@ -126,7 +132,7 @@ OSTs without a client (obdfilter-survey):
                   OSTs' allocation, FIEMAP, grant and quota counters.
                   e.g. bench survey --data /tmp/sv --threads 4 --size 512MiB`,
 	}
-	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd(), flockBenchCmd(), takeoverBenchCmd())
+	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd(), flockBenchCmd(), takeoverBenchCmd(), rpcsBenchCmd())
 	return cmd
 }
 
@@ -394,6 +400,32 @@ latency (median, p99). The file is removed at the end.`,
 	}
 	cmd.Flags().IntVar(&c.Ops, "ops", 10000, "uncontended lock/unlock pairs")
 	cmd.Flags().IntVar(&c.Handoffs, "handoffs", 1000, "hand-offs between the two mounts")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	return cmd
+}
+
+func rpcsBenchCmd() *cobra.Command {
+	c := bench.RPCsConfig{Reps: 20}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rpcs DIR [--reps 20] [--other DIR-ON-ANOTHER-MOUNT] [--json]",
+		Short: "RPCs per common operation, counted by the mount",
+		Long: `Does each common operation --reps times in a new directory under DIR (on a
+stripefs mount) and prints the mount's RPCs per operation, in all and by
+method, from its own counters (background pings left out; an operation's
+cached writes are waited for and counted with it). With --other (the same
+DIR through another mount) also a stat of files another client just made.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.Dir = args[0]
+			ctx, stop := interruptible()
+			defer stop()
+			res, err := bench.RPCs(ctx, c)
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.RPCsResult) *time.Time { return &r.Time })
+		},
+	}
+	cmd.Flags().IntVar(&c.Reps, "reps", c.Reps, "how many times each operation is done")
+	cmd.Flags().StringVar(&c.Other, "other", "", "DIR through another mount of the same filesystem")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return cmd
 }

@@ -48,6 +48,7 @@ type FS struct {
 	lockOwners map[uint64]map[uint64]bool
 	groups     groupsCache // callers' supplementary groups (cred.go)
 	reqs       requests    // being served, for a takeover (takeover.go)
+	ns         namespace   // this mount's directory changes (readdir.go)
 }
 
 // New returns the FUSE mapping of c. The kernel asks for a directory's
@@ -326,6 +327,7 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
+	f.nsChanged() // readdir.go
 	a, _, err := f.c.Create(fs.WithUmask(c, in.Umask), f.nodeFID(in.NodeId), name, in.Mode, in.Rdev, true, false, 0)
 	if err != nil {
 		return status(err)
@@ -337,6 +339,7 @@ func (f *FS) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *f
 func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
+	f.nsChanged() // readdir.go
 	a, err := f.c.Mkdir(fs.WithUmask(c, in.Umask), f.nodeFID(in.NodeId), name, in.Mode)
 	if err != nil {
 		return status(err)
@@ -348,6 +351,7 @@ func (f *FS) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *f
 func (f *FS) Unlink(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
+	f.nsChanged() // readdir.go
 	err := f.c.Unlink(c, f.nodeFID(h.NodeId), name)
 	if err == nil {
 		f.notify.removed(h.NodeId, name)
@@ -362,6 +366,7 @@ func (f *FS) SetServer(srv *fuse.Server) { f.notify.srv.Store(srv) }
 func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.Status {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
+	f.nsChanged() // readdir.go
 	err := f.c.Rmdir(c, f.nodeFID(h.NodeId), name)
 	if err == nil {
 		f.notify.removed(h.NodeId, name)
@@ -372,6 +377,7 @@ func (f *FS) Rmdir(cancel <-chan struct{}, h *fuse.InHeader, name string) fuse.S
 func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName string) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
+	f.nsChanged() // readdir.go
 	err := f.c.Rename(c, f.nodeFID(in.NodeId), oldName, f.nodeFID(in.Newdir), newName, in.Flags)
 	if err == nil {
 		f.notify.renamed(in.NodeId, oldName, in.Newdir, newName, in.Flags&proto.RenameExchange != 0)
@@ -382,6 +388,7 @@ func (f *FS) Rename(cancel <-chan struct{}, in *fuse.RenameIn, oldName, newName 
 func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
+	f.nsChanged() // readdir.go
 	a, err := f.c.Link(c, f.nodeFID(in.Oldnodeid), f.nodeFID(in.NodeId), name)
 	if err != nil {
 		return status(err)
@@ -393,6 +400,7 @@ func (f *FS) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fus
 func (f *FS) Symlink(cancel <-chan struct{}, h *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
 	c, stop := f.ctx(cancel, h)
 	defer stop()
+	f.nsChanged() // readdir.go
 	a, err := f.c.Symlink(c, f.nodeFID(h.NodeId), name, target)
 	if err != nil {
 		return status(err)
@@ -487,6 +495,7 @@ func (f *FS) RemoveXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string) 
 func (f *FS) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
+	f.nsChanged() // readdir.go
 	excl := in.Flags&syscall.O_EXCL != 0
 	a, file, err := f.c.Create(fs.WithUmask(c, in.Umask), f.nodeFID(in.NodeId), name, in.Mode, 0, excl, true, int(in.Flags))
 	if err != nil {
@@ -710,10 +719,6 @@ func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	}
 }
 
-// dirHandle is an open directory; readdir state lives in the cookies the
-// kernel passes back, so the handle only names the directory.
-type dirHandle struct{ fid proto.FID }
-
 func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
@@ -725,49 +730,6 @@ func (f *FS) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut)
 		return fuse.ENOTDIR
 	}
 	out.Fh = f.addHandle(&dirHandle{fid: a.FID})
-	return fuse.OK
-}
-
-func (f *FS) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return f.readDir(cancel, in, out, false)
-}
-
-func (f *FS) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
-	return f.readDir(cancel, in, out, true)
-}
-
-func (f *FS) readDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList, plus bool) fuse.Status {
-	dh, ok := f.handle(in.Fh).(*dirHandle)
-	if !ok {
-		return fuse.EBADF
-	}
-	c, stop := f.ctx(cancel, &in.InHeader)
-	defer stop()
-	// Ask for about as many entries as the kernel's buffer holds.
-	per := 32
-	if plus {
-		per = 160
-	}
-	ents, _, err := f.c.Readdir(c, dh.fid, in.Offset, max(int(in.Size)/per, 1), plus)
-	if err != nil {
-		return status(err)
-	}
-	for _, e := range ents {
-		de := fuse.DirEntry{Name: e.Name, Mode: e.Mode, Ino: f.nodeID(e.FID), Off: e.Cookie}
-		if !plus {
-			if !out.AddDirEntry(de) {
-				break
-			}
-			continue
-		}
-		eo := out.AddDirLookupEntry(de)
-		if eo == nil {
-			break
-		}
-		if e.Name != "." && e.Name != ".." && !e.Attr.FID.IsZero() {
-			f.fillEntry(in.NodeId, e.Name, &e.Attr, eo)
-		}
-	}
 	return fuse.OK
 }
 
