@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -162,7 +162,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 	}
 	b, _ := json.MarshalIndent(st, "", "  ")
 	if err := os.WriteFile(statePath, b, 0o644); err != nil {
-		log.Printf("cluster: save %s: %v", statePath, err)
+		slog.Warn(fmt.Sprintf("cluster: save %s: %v", statePath, err), "path", statePath)
 	}
 	return c, nil
 }

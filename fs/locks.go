@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -494,7 +494,8 @@ func (c *Client) dropData(l *heldLock) proto.LVB {
 			if err := c.flushRange(st, l.d.Start, l.d.End); err != nil {
 				// Without the lock the data cannot be kept: the program
 				// hears of it at its next fsync or close.
-				log.Printf("stripefs: flush of %s for a lock callback: %v; unflushed data dropped", l.d.Res, err)
+				c.log(slog.LevelError, fmt.Sprintf("stripefs: flush of %s for a lock callback: %v; unflushed data dropped", l.d.Res, err),
+					"fid", l.d.Res.String())
 			}
 		}
 		st.mu.Lock()
@@ -633,7 +634,7 @@ func (c *Client) cancelLocks(ls []*heldLock) {
 			if err != nil && !errors.Is(err, syscall.ENOTCONN) {
 				// The MDT calls the lock back when it needs it, and finds
 				// it gone (ENOENT): nothing is lost.
-				log.Printf("stripefs: cancel of %d locks on mdt%d: %v", n, mdt, err)
+				c.log(slog.LevelWarn, fmt.Sprintf("stripefs: cancel of %d locks on mdt%d: %v", n, mdt, err), "target", proto.TargetName(proto.KindMDT, mdt))
 			}
 		}
 	}
@@ -695,6 +696,12 @@ func (c *Client) replayLocks(ctx context.Context, mdt uint32, do func(*rpc.Call)
 	}
 }
 
+// log logs a line of this client at level, with its name (client=mount:/mnt)
+// after attrs.
+func (c *Client) log(level slog.Level, msg string, attrs ...any) {
+	slog.Log(context.Background(), level, msg, append(attrs, "client", c.opts.Name)...)
+}
+
 // evicted is what the client does when mdt says it was evicted: it comes
 // back as a new client at once, and drops what the old one's locks
 // guarded (in the background: an operation of its own may be using one).
@@ -709,7 +716,8 @@ func (c *Client) evicted(mdt uint32, r *rpc.Client) {
 	}
 	t.mu.Unlock()
 	t.evictions.Add(1)
-	log.Printf("stripefs: evicted by mdt%d: %d locks and what they guarded are dropped; reconnecting as a new client", mdt, len(old))
+	c.log(slog.LevelError, fmt.Sprintf("stripefs: evicted by mdt%d: %d locks and what they guarded are dropped; reconnecting as a new client", mdt, len(old)),
+		"target", proto.TargetName(proto.KindMDT, mdt))
 	r.Renew()
 	c.dropMDTFlocks(mdt) // the MDT dropped them with the rest
 	c.bg.Add(1)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"sort"
 	"sync"
 	"syscall"
@@ -97,7 +97,8 @@ func (g *mgs) register(t proto.Target) error {
 	}
 	*list = append(*list, t)
 	sort.Slice(*list, func(i, j int) bool { return (*list)[i].Index < (*list)[j].Index })
-	log.Printf("mgs: %s%d registered at %s", t.Kind, t.Index, t.Addr)
+	slog.Info(fmt.Sprintf("mgs: %s%d registered at %s", t.Kind, t.Index, t.Addr),
+		"target", proto.TargetName(proto.KindMDT, uint32(g.m.cfg.Index)), "registered", proto.TargetName(t.Kind, t.Index), "addr", t.Addr)
 	return g.save()
 }
 

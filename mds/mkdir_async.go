@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -111,7 +110,8 @@ func (g *grants) grantee(f proto.FID) (uint32, bool) {
 func (m *MDT) registerGrants() {
 	m.grants.init()
 	if err := m.loadFIDGrants(); err != nil {
-		log.Printf("%v (requests for FIDs granted before the restart cannot pull their records)", err)
+		slog.Error(fmt.Sprintf("%v (requests for FIDs granted before the restart cannot pull their records)", err),
+			"target", proto.TargetName(proto.KindMDT, uint32(m.cfg.Index)))
 	}
 	m.registerFIDReserve()
 	rpc.HandleFunc(m.Srv, proto.MTxnPull, m.txnPull)

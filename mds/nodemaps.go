@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -129,7 +129,7 @@ func (m *MDT) changeNodemaps(ctx context.Context, change func(*nodemap.Table) er
 func (m *MDT) pushNodemaps(ctx context.Context, t *nodemap.Table) {
 	cfg, err := m.config(ctx)
 	if err != nil {
-		log.Printf("mdt0: nodemaps: no cluster map to push to: %v", err)
+		m.logf(slog.LevelWarn, "nodemaps: no cluster map to push to: %v", err)
 		return
 	}
 	var wg sync.WaitGroup
@@ -146,7 +146,7 @@ func (m *MDT) pushNodemaps(ctx context.Context, t *nodemap.Table) {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			if _, err := rpc.Invoke[proto.Empty](pctx, c, proto.MNodemapPush, t); err != nil {
-				log.Printf("mdt0: nodemaps to %s%d: %v (it pulls them within %v)", tg.Kind, tg.Index, err, nodemapsync.DefaultInterval)
+				m.logf(slog.LevelWarn, "nodemaps to %s%d: %v (it pulls them within %v)", tg.Kind, tg.Index, err, nodemapsync.DefaultInterval)
 			}
 		}()
 	}

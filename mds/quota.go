@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -561,7 +560,7 @@ var badLimits sync.Map
 
 func logLimitOnce(name string, err error) {
 	if _, dup := badLimits.LoadOrStore(name+err.Error(), true); !dup {
-		log.Printf("mdt0: ignoring quota limit %s: %v", name, err)
+		slog.Warn(fmt.Sprintf("mdt0: ignoring quota limit %s: %v", name, err), "target", proto.TargetName(proto.KindMDT, 0), "limit", name)
 	}
 }
 

@@ -2,12 +2,13 @@ package mds
 
 import (
 	"fmt"
-	"log"
+	"log/slog"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/stripefs/stripefs/internal/diskspace"
+	"github.com/stripefs/stripefs/proto"
 )
 
 // The space an MDT keeps back (internal/diskspace). New inodes, entries
@@ -59,9 +60,11 @@ func (g *spaceGuard) atReserve() bool {
 		full := err == nil && (usable == 0 || g.full.Load() && usable < leaveReserve)
 		if was := g.full.Swap(full); was != full {
 			if full {
-				log.Printf("mdt%d: the disk under %s is down to its reserve (%s, at least %d MiB): new inodes, entries and xattrs get ENOSPC until space comes back", g.index, g.dir, g.reserve, diskspace.MinReserve>>20)
+				slog.Error(fmt.Sprintf("mdt%d: the disk under %s is down to its reserve (%s, at least %d MiB): new inodes, entries and xattrs get ENOSPC until space comes back", g.index, g.dir, g.reserve, diskspace.MinReserve>>20),
+					"target", proto.TargetName(proto.KindMDT, uint32(g.index)))
 			} else {
-				log.Printf("mdt%d: space came back under %s: new inodes, entries and xattrs are taken again", g.index, g.dir)
+				slog.Info(fmt.Sprintf("mdt%d: space came back under %s: new inodes, entries and xattrs are taken again", g.index, g.dir),
+					"target", proto.TargetName(proto.KindMDT, uint32(g.index)))
 			}
 		}
 	}

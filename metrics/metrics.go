@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"regexp"
@@ -92,7 +93,7 @@ func (r *Registry) Serve(addr string) (net.Addr, error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Printf("metrics: %v", err)
+			slog.Error(fmt.Sprintf("metrics: %v", err), "addr", l.Addr().String())
 		}
 	}()
 	return l.Addr(), nil

@@ -16,7 +16,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -46,7 +46,9 @@ type Options struct {
 	// IdleClose is how long an unused file stays open (default 1s). Its
 	// release tells the MDT the size written, which other clients see.
 	IdleClose time.Duration
-	// Logf reports refused clients and failed flushes (default log.Printf).
+	// Logf, if set, takes the gateway's log lines (refused clients,
+	// failed flushes) instead of slog, which logs them at their levels
+	// with their attributes (fid=, peer=).
 	Logf func(format string, args ...any)
 }
 
@@ -91,15 +93,17 @@ func New(c *fs.Client, opts Options) *Gateway {
 	if opts.IdleClose <= 0 {
 		opts.IdleClose = time.Second
 	}
-	if opts.Logf == nil {
-		opts.Logf = log.Printf
-	}
 	g := &Gateway{opts: opts, conns: map[net.Conn]struct{}{}}
 	if opts.Squash.AnonUID == 0 && opts.Squash.AnonGID == 0 {
 		opts.Squash.AnonUID, opts.Squash.AnonGID = nodemap.DefaultSquash, nodemap.DefaultSquash
 	}
 	g.opts = opts
-	g.files = newOpenFiles(c, opts.MaxOpenFiles, opts.IdleClose, opts.Logf)
+	logf := opts.Logf
+	if logf == nil {
+		// A release that failed is reported to the next COMMIT.
+		logf = func(format string, args ...any) { slog.Warn(fmt.Sprintf(format, args...)) }
+	}
+	g.files = newOpenFiles(c, opts.MaxOpenFiles, opts.IdleClose, logf)
 	g.base = fsys{c: c, files: g.files, names: newNameCache(), readOnly: opts.ReadOnly, squash: opts.Squash}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	// The write verifier: new for each gateway, so that after a restart
@@ -221,9 +225,18 @@ func (g *Gateway) syncFile(fid proto.FID) error {
 	defer cancel()
 	err := g.files.commit(ctx, fid)
 	if err != nil {
-		g.opts.Logf("nfs: commit %s: %v", fid, err)
+		g.log(slog.LevelError, fmt.Sprintf("nfs: commit %s: %v", fid, err), "fid", fid.String())
 	}
 	return err
+}
+
+// log logs msg at level with attrs, or hands it to Options.Logf.
+func (g *Gateway) log(level slog.Level, msg string, attrs ...any) {
+	if g.opts.Logf != nil {
+		g.opts.Logf("%s", msg)
+		return
+	}
+	slog.Log(context.Background(), level, msg, attrs...)
 }
 
 func (g *Gateway) count(proc, stable uint32, err error) {
@@ -255,7 +268,7 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 		if !allowed(g.opts.Allow, c.RemoteAddr()) {
 			g.refused.Add(1)
-			g.opts.Logf("nfs: refused %s: not in the allow-list", c.RemoteAddr())
+			g.log(slog.LevelWarn, fmt.Sprintf("nfs: refused %s: not in the allow-list", c.RemoteAddr()), "peer", c.RemoteAddr().String())
 			c.Close()
 			continue
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -87,6 +86,8 @@ type index struct {
 	// its runner reopens it (storeguard).
 	guard *storeguard.Guard
 	name  string // "ost3", for errors
+	// logf logs a line of the OST (its logf: "ost3: …", target=OST0003).
+	logf  func(level slog.Level, format string, args ...any)
 	dirty atomic.Bool
 	// tagsDirty: unit tags were committed since the last sync (ectag.go).
 	tagsDirty atomic.Bool
@@ -94,8 +95,9 @@ type index struct {
 	done      chan struct{}
 }
 
-// openIndex opens the index in dir, on fs (nil: the disk).
-func openIndex(dir, name string, fs vfs.FS) (*index, bool, error) {
+// openIndex opens the index in dir, on fs (nil: the disk); logf logs
+// its lines as the OST's.
+func openIndex(dir, name string, fs vfs.FS, logf func(slog.Level, string, ...any)) (*index, bool, error) {
 	guard := storeguard.New(name)
 	opts := &pebble.Options{}
 	guard.Configure(opts, cmp.Or(fs, vfs.Default))
@@ -108,7 +110,7 @@ func openIndex(dir, name string, fs vfs.FS) (*index, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: open index %s: %w", name, dir, err)
 	}
-	x := &index{db: db, guard: guard, name: name, stop: make(chan struct{}), done: make(chan struct{})}
+	x := &index{db: db, guard: guard, name: name, logf: logf, stop: make(chan struct{}), done: make(chan struct{})}
 	_, closer, err := db.Get(keyClean)
 	clean := err == nil
 	if clean {
@@ -145,7 +147,7 @@ func (x *index) committer(every time.Duration) {
 func (x *index) sync() {
 	if x.dirty.Swap(false) {
 		if err := x.logSync(); err != nil {
-			log.Printf("%s: index group commit: %v", x.name, err)
+			x.logf(slog.LevelWarn, "index group commit: %v", err)
 		}
 	}
 }
@@ -189,7 +191,7 @@ func (x *index) close() error {
 		return nil
 	}
 	if err := x.guard.Do(func() error { return x.db.Set(keyClean, nil, pebble.Sync) }); err != nil {
-		log.Printf("%s: index: mark clean: %v", x.name, err)
+		x.logf(slog.LevelWarn, "index: mark clean: %v", err)
 	}
 	return x.db.Close()
 }
@@ -224,14 +226,14 @@ func (x *index) scan(obj func(proto.ObjID, objRecord), grant func(uint64, uint64
 			id, ok := parseObjKey(k)
 			var r objRecord
 			if !ok || wire.Unmarshal(it.Value(), &r) != nil {
-				log.Printf("%s: index: skipping a corrupt object record %x", x.name, k)
+				x.logf(slog.LevelWarn, "index: skipping a corrupt object record %x", k)
 				continue
 			}
 			obj(id, r)
 		case kGrant:
 			var g grantRecord
 			if len(k) != 9 || wire.Unmarshal(it.Value(), &g) != nil {
-				log.Printf("%s: index: skipping a corrupt grant record %x", x.name, k)
+				x.logf(slog.LevelWarn, "index: skipping a corrupt grant record %x", k)
 				continue
 			}
 			grant(binary.BigEndian.Uint64(k[1:]), g.Grant)

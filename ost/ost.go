@@ -11,7 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -186,9 +186,9 @@ func Open(cfg Config) (*OST, error) {
 	o.ext = extentChecker{fiemap: o.callFiemap, blockSize: uint64(max(st.Bsize, 512)), ctr: &o.ctr}
 	o.SetFiemapFail(cfg.FiemapFail)
 	if cfg.FiemapFail {
-		log.Printf("%s: FIEMAP made to fail (test knob): allocated-range checks use SEEK_DATA/SEEK_HOLE", name)
+		o.logf(slog.LevelWarn, "FIEMAP made to fail (test knob): allocated-range checks use SEEK_DATA/SEEK_HOLE")
 	}
-	idx, clean, err := openIndex(filepath.Join(cfg.DataDir, "index"), name, cfg.IndexFS)
+	idx, clean, err := openIndex(filepath.Join(cfg.DataDir, "index"), name, cfg.IndexFS, o.logf)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -167,7 +166,7 @@ func logOnce(msg string) {
 		return
 	}
 	logLimit.last = time.Now()
-	log.Print("ost: " + msg)
+	slog.Warn("ost: " + msg)
 }
 
 func b2i(b bool) int64 {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -54,7 +54,7 @@ func (cc *clientConn) serveCallback(fr *frameReader, h Header, handlers *[256]Ha
 		if hd == nil {
 			err = fmt.Errorf("%s: no callback for method %d: %w", name, h.Method, syscall.ENOSYS)
 		} else {
-			reply, err = runCallback(hd, req)
+			reply, err = runCallback(hd, req, name)
 		}
 		if reply.Done != nil {
 			defer reply.Done()
@@ -67,10 +67,11 @@ func (cc *clientConn) serveCallback(fr *frameReader, h Header, handlers *[256]Ha
 	return nil
 }
 
-func runCallback(h Handler, req *Request) (reply Reply, err error) {
+func runCallback(h Handler, req *Request, name string) (reply Reply, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			log.Printf("rpc: panic in callback method %d: %v\n%s", req.Method, p, debug.Stack())
+			slog.Error(fmt.Sprintf("rpc: panic in callback method %d: %v\n%s", req.Method, p, debug.Stack()),
+				"client", name, "method", req.Method, "xid", req.XID)
 			reply, err = Reply{}, fmt.Errorf("callback: internal error: %w", syscall.EIO)
 		}
 	}()

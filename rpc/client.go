@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"net"
 	"sort"
@@ -438,7 +437,7 @@ func (c *Client) Disconnect(ctx context.Context) {
 		return
 	}
 	if err := c.Do(ctx, &Call{Method: MethodDisconnect, FailFast: true}); err != nil && !errors.Is(err, syscall.ENOSYS) {
-		log.Printf("rpc: disconnect from %s: %v", c.Addr, err)
+		slog.Warn(fmt.Sprintf("rpc: disconnect from %s: %v", c.Addr, err), "server", c.Addr, "client", c.Name)
 	}
 }
 
@@ -493,7 +492,7 @@ func (c *Client) replayTo(ctx context.Context, cc *clientConn, boot string) erro
 		c.replayCut(nil)
 		return fmt.Errorf("replay done: %w", err)
 	case err != nil && !errors.Is(err, syscall.ENOSYS):
-		log.Printf("rpc: replay done to %s: %v", c.Addr, err)
+		slog.Warn(fmt.Sprintf("rpc: replay done to %s: %v", c.Addr, err), "server", c.Addr, "client", c.Name)
 	}
 	return nil
 }

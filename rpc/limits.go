@@ -1,7 +1,7 @@
 package rpc
 
 import (
-	"log"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -135,6 +135,6 @@ func (ad *admission) refused(server, host, why string) {
 	}
 	ad.mu.Unlock()
 	if now.Sub(last) >= time.Second {
-		log.Printf("%s: %s", server, why)
+		slog.Warn(server+": "+why, "server", server, "peer", host)
 	}
 }

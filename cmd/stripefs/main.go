@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	_ "net/http/pprof" // --pprof
@@ -58,7 +59,7 @@ func newRoot() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--pprof: %w", err)
 			}
-			log.Printf("pprof on http://%s/debug/pprof/", l.Addr())
+			slog.Info(fmt.Sprintf("pprof on http://%s/debug/pprof/", l.Addr()), "addr", l.Addr().String())
 			go http.Serve(l, nil)
 			return nil
 		},

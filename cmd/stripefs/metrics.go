@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"log"
+	"log/slog"
 	"sync"
 
 	"github.com/spf13/pflag"
@@ -35,7 +35,7 @@ func procMetrics() *metrics.Registry {
 		reg := metrics.New()
 		addr, err := reg.Serve(metricsAddr)
 		if err != nil {
-			log.Printf("%v: running without metrics", err)
+			slog.Warn(fmt.Sprintf("%v: running without metrics", err), "addr", metricsAddr)
 			return
 		}
 		fmt.Printf("metrics on http://%s/metrics\n", addr)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -143,7 +143,7 @@ func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(
 			c.Close()
 			return err
 		}
-		m = &liveMount{dir: dir, c: c, fsys: fsys, srv: srv, mo: mo}
+		m = &liveMount{dir: dir, name: opts.Name, c: c, fsys: fsys, srv: srv, mo: mo}
 	}
 	m.beforeHandover = beforeHandover
 	if reg := procMetrics(); reg != nil {
@@ -151,7 +151,7 @@ func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(
 	}
 	tl, err := listenTakeover(dir)
 	if err != nil {
-		log.Printf("stripefs: %s: no takeover: %v", dir, err)
+		m.log(slog.LevelWarn, "stripefs: %s: no takeover: %v", dir, err)
 	}
 	sig := stopSignals()
 	fmt.Printf("%s%s (mgs %s)\n", readyPrefix, dir, mgs)
@@ -192,14 +192,14 @@ func serveUntilSignal(m *liveMount, sig <-chan os.Signal, tl *takeoverListener) 
 		case <-done:
 			return nil
 		case <-usr2:
-			log.Printf("stripefs: SIGUSR2: starting a new daemon to take %s over", m.dir)
-			go spawnSuccessor(m.dir)
+			m.log(slog.LevelInfo, "stripefs: SIGUSR2: starting a new daemon to take %s over", m.dir)
+			go m.spawnSuccessor()
 		case conn := <-conns:
 			if err := m.handOver(conn); err != nil {
 				return err
 			}
 		case s := <-sig:
-			log.Printf("stripefs: %v: unmounting %s", s, m.dir)
+			m.log(slog.LevelInfo, "stripefs: %v: unmounting %s", s, m.dir)
 			notify(daemon.SdNotifyStopping)
 			for i := 0; ; i++ {
 				err := m.unmount()

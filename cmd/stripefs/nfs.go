@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -75,7 +75,7 @@ func startGateway(cf *clientFlags, nf *nfsFlags, mgs, listen string) (stop func(
 		return nil, fmt.Errorf("nfs: %w", err)
 	}
 	if ap, err := netip.ParseAddrPort(l.Addr().String()); err == nil && !ap.Addr().IsLoopback() {
-		log.Printf("nfs: listening on %s; serving %s", l.Addr(), nf.allow)
+		slog.Info(fmt.Sprintf("nfs: listening on %s; serving %s", l.Addr(), nf.allow), "addr", l.Addr().String(), "allow", nf.allow)
 	}
 	// go-nfs logs expected conditions (a create's stat of the new name) as
 	// errors; its own serious failures show as NFS errors to clients.
@@ -96,8 +96,8 @@ func startGateway(cf *clientFlags, nf *nfsFlags, mgs, listen string) (stop func(
 			err = serr
 		}
 		st := g.Stats()
-		log.Printf("nfs: stopped: %d unstable writes, %d stable writes, %d commits, %d sync errors, %d clients refused",
-			st.UnstableWrites, st.StableWrites, st.Commits, st.SyncErrors, st.Refused)
+		slog.Info(fmt.Sprintf("nfs: stopped: %d unstable writes, %d stable writes, %d commits, %d sync errors, %d clients refused",
+			st.UnstableWrites, st.StableWrites, st.Commits, st.SyncErrors, st.Refused), "addr", l.Addr().String())
 		if cerr := c.Close(); err == nil {
 			err = cerr
 		}
@@ -137,7 +137,7 @@ or mount -t nfs -o vers=3,proto=tcp,port=PORT,mountport=PORT,nolock HOST:/ /mnt`
 			}
 			notify(daemon.SdNotifyReady)
 			s := <-sig
-			log.Printf("nfs: %v: stopping", s)
+			slog.Info(fmt.Sprintf("nfs: %v: stopping", s), "signal", s.String())
 			notify(daemon.SdNotifyStopping)
 			return stop()
 		},

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"log"
+	"fmt"
+	"log/slog"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 )
@@ -11,6 +12,6 @@ import (
 // it begins to stop. Without systemd it does nothing.
 func notify(state string) {
 	if _, err := daemon.SdNotify(false, state); err != nil {
-		log.Printf("sd_notify %q: %v", state, err)
+		slog.Warn(fmt.Sprintf("sd_notify %q: %v", state, err), "state", state)
 	}
 }

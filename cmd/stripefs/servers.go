@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -98,7 +98,7 @@ func mdsCmd() *cobra.Command {
 			fmt.Printf("mdt%d ready on %s\n", cfg.Index, cfg.Addr)
 			notify(daemon.SdNotifyReady)
 			s := <-stop
-			log.Printf("mdt%d: %v: stopping", cfg.Index, s)
+			slog.Info(fmt.Sprintf("mdt%d: %v: stopping", cfg.Index, s), "target", proto.TargetName(proto.KindMDT, uint32(cfg.Index)), "signal", s.String())
 			notify(daemon.SdNotifyStopping)
 			return r.Close()
 		},
@@ -186,7 +186,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 			fmt.Printf("ost%d ready on %s\n", cfg.Index, addr)
 			notify(daemon.SdNotifyReady)
 			s := <-stop
-			log.Printf("ost%d: %v: stopping", cfg.Index, s)
+			slog.Info(fmt.Sprintf("ost%d: %v: stopping", cfg.Index, s), "target", proto.TargetName(proto.KindOST, uint32(cfg.Index)), "signal", s.String())
 			notify(daemon.SdNotifyStopping)
 			return r.Close()
 		},

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -120,6 +120,7 @@ func (t *takeoverListener) leave() {
 // liveMount is a daemon's live mount.
 type liveMount struct {
 	dir     string
+	name    string // the client's name (mount:DIR), client= in its log lines
 	c       *fs.Client
 	fsys    *fusefs.FS
 	srv     *fuse.Server
@@ -129,6 +130,11 @@ type liveMount struct {
 	// session goes (stripefs up stops its servers, which the successor
 	// starts again).
 	beforeHandover func() error
+}
+
+// log logs a line of the mount's daemon at level, with the client's name.
+func (m *liveMount) log(level slog.Level, format string, args ...any) {
+	slog.Log(context.Background(), level, fmt.Sprintf(format, args...), "client", m.name)
 }
 
 func (m *liveMount) unmount() error {
@@ -146,13 +152,13 @@ func (m *liveMount) handOver(conn *net.UnixConn) error {
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Minute))
 	var hello struct{ Version int }
 	if err := json.NewDecoder(conn).Decode(&hello); err != nil || hello.Version != takeoverVersion {
-		log.Printf("stripefs: takeover of %s refused: version %d (%v), this daemon speaks %d", m.dir, hello.Version, err, takeoverVersion)
+		m.log(slog.LevelError, "stripefs: takeover of %s refused: version %d (%v), this daemon speaks %d", m.dir, hello.Version, err, takeoverVersion)
 		return nil
 	}
-	log.Printf("stripefs: %s: handing the mount over", m.dir)
+	m.log(slog.LevelInfo, "stripefs: %s: handing the mount over", m.dir)
 	dev, err := fusefs.StopReading(m.srv, m.fsys, time.Minute)
 	if err != nil {
-		log.Printf("stripefs: %s: takeover: %v; serving on", m.dir, err)
+		m.log(slog.LevelWarn, "stripefs: %s: takeover: %v; serving on", m.dir, err)
 		_ = json.NewEncoder(conn).Encode(takeoverReply{Err: err.Error()})
 		return nil
 	}
@@ -177,11 +183,11 @@ func (m *liveMount) handOver(conn *net.UnixConn) error {
 	if err := json.NewDecoder(conn).Decode(&r); err != nil || !r.OK {
 		return m.resume(dev, ho.Session, fmt.Errorf("successor: %v%s", err, r.Err))
 	}
-	log.Printf("stripefs: %s: the mount is served by the new process", m.dir)
+	m.log(slog.LevelInfo, "stripefs: %s: the mount is served by the new process", m.dir)
 	// Lock waits still here are answered from here; what they won goes
 	// to the successor before this process ends.
 	if m.fsys.Serving() > 0 {
-		log.Printf("stripefs: %s: answering %d lock waits before exiting", m.dir, m.fsys.Serving())
+		m.log(slog.LevelInfo, "stripefs: %s: answering %d lock waits before exiting", m.dir, m.fsys.Serving())
 		for m.fsys.Serving() > 0 {
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -203,7 +209,7 @@ func daemonArgs() []string {
 // resume serves m's session again after a takeover failed (why) once
 // the daemon had stopped reading it.
 func (m *liveMount) resume(dev *os.File, s fusefs.Session, why error) error {
-	log.Printf("stripefs: %s: takeover failed: %v; serving on", m.dir, why)
+	m.log(slog.LevelWarn, "stripefs: %s: takeover failed: %v; serving on", m.dir, why)
 	srv, err := fusefs.Resume(m.fsys, m.c, dev, s, m.mo)
 	if err != nil {
 		return fmt.Errorf("%s: takeover failed (%v) and the mount cannot be served again: %w", m.dir, why, err)
@@ -304,8 +310,9 @@ func (s *successor) resumeMount(opts fs.Options, dir string, mo fusefs.MountOpti
 		c.Close()
 		return fail(err)
 	}
+	m := &liveMount{dir: dir, name: opts.Name, c: c, fsys: fsys, srv: srv, mo: mo, resumed: true}
 	if err := json.NewEncoder(s.conn).Encode(takeoverReply{OK: true}); err != nil {
-		log.Printf("stripefs: %s: takeover: telling the old daemon: %v", dir, err)
+		m.log(slog.LevelError, "stripefs: %s: takeover: telling the old daemon: %v", dir, err)
 	}
 	go func() { // the old daemon's last word, if it had lock waits
 		defer s.conn.Close()
@@ -313,26 +320,26 @@ func (s *successor) resumeMount(opts fs.Options, dir string, mo fusefs.MountOpti
 		var r takeoverReply
 		if json.NewDecoder(s.conn).Decode(&r) == nil && r.OK {
 			if err := c.AdoptFlocks(r.Flocks); err != nil {
-				log.Printf("stripefs: %s: takeover: %v", dir, err)
+				m.log(slog.LevelError, "stripefs: %s: takeover: %v", dir, err)
 			}
 		}
 	}()
 	// Under systemd (NotifyAccess=all) this process is the service now.
 	notify(daemon.SdNotifyReady + "\nMAINPID=" + strconv.Itoa(os.Getpid()))
-	return &liveMount{dir: dir, c: c, fsys: fsys, srv: srv, mo: mo, resumed: true}, nil
+	return m, nil
 }
 
-// spawnSuccessor starts `stripefs mount --takeover dir` from the binary
-// now at this one's path (SIGUSR2: the upgrade installed a new one).
-func spawnSuccessor(dir string) {
+// spawnSuccessor starts `stripefs mount --takeover m.dir` from the
+// binary now at this one's path (SIGUSR2: the upgrade installed a new one).
+func (m *liveMount) spawnSuccessor() {
 	exe, err := os.Executable()
 	if err != nil {
-		log.Printf("stripefs: takeover: %v", err)
+		m.log(slog.LevelError, "stripefs: takeover: %v", err)
 		return
 	}
-	cmd := exec.Command(exe, "mount", "--takeover", "--background", dir)
+	cmd := exec.Command(exe, "mount", "--takeover", "--background", m.dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if out, err := cmd.CombinedOutput(); err != nil {
-		log.Printf("stripefs: takeover by %s: %v: %s", exe, err, out)
+		m.log(slog.LevelError, "stripefs: takeover by %s: %v: %s", exe, err, out)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -67,7 +67,8 @@ func (f *Follower) Pull(mgs *rpc.Client, interval time.Duration) {
 		defer cancel()
 		t, err := rpc.Invoke[nodemap.Table](ctx, mgs, proto.MNodemapList, &proto.Empty{})
 		if err != nil {
-			log.Printf("%s: nodemaps from mdt0: %v (keeping generation %d)", f.name, err, f.Table().Gen)
+			gen := f.Table().Gen
+			slog.Warn(fmt.Sprintf("%s: nodemaps from mdt0: %v (keeping generation %d)", f.name, err, gen), "server", f.name, "gen", gen)
 			return
 		}
 		f.Set(t)
@@ -113,7 +114,7 @@ func (f *Follower) Set(t *nodemap.Table) {
 		err = os.Rename(tmp, f.file)
 	}
 	if err != nil {
-		log.Printf("%s: nodemaps generation %d not kept on disk: %v", f.name, t.Gen, err)
+		slog.Warn(fmt.Sprintf("%s: nodemaps generation %d not kept on disk: %v", f.name, t.Gen, err), "server", f.name, "gen", t.Gen)
 	}
 }
 

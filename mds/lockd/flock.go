@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"syscall"
 	"time"
 
@@ -260,7 +260,7 @@ func (s *Service) FlockReplay(client string, r *proto.FlockReplayReq) (*proto.Lo
 	defer s.mu.Unlock()
 	for i := range r.Locks {
 		if err := s.fl.tab.Replay(flockOf(client, &r.Locks[i])); err != nil {
-			log.Printf("%s: flock replay from %s refused: %v", s.cfg.Name, client, err)
+			slog.Error(fmt.Sprintf("%s: flock replay from %s refused: %v", s.cfg.Name, client, err), "server", s.cfg.Name, "client", client)
 			s.ctr.ReplayRefused.Add(1)
 			continue
 		}

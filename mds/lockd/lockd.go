@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
 	"log/slog"
 	"slices"
 	"sync"
@@ -230,7 +229,8 @@ func (s *Service) cancel(id ldlm.ID, lvb proto.LVB) {
 	}
 	if lvb.Valid && l.Kind == ldlm.KindExtent && l.Mode == ldlm.PW {
 		if err := s.store.Merge(l.Res, lvb); err != nil {
-			log.Printf("%s: size %d reported by %s for %s on cancel: %v", s.cfg.Name, lvb.Size, l.Client, l.Res, err)
+			slog.Error(fmt.Sprintf("%s: size %d reported by %s for %s on cancel: %v", s.cfg.Name, lvb.Size, l.Client, l.Res, err),
+				"server", s.cfg.Name, "client", l.Client, "fid", l.Res.String())
 		}
 	}
 	s.mu.Lock()
