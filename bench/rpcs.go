@@ -65,7 +65,7 @@ func mountCalls(path string) (map[string]int64, int64, error) {
 			out[m.Name] = m.Calls
 		}
 	}
-	return out, cl.Counters["dirty_bytes"], nil
+	return out, cl.Counters["dirty_bytes"] + cl.Counters["object_destroys_now"], nil
 }
 
 // RPCs runs the count.
@@ -200,12 +200,24 @@ func RPCs(ctx context.Context, c RPCsConfig) (*RPCsResult, error) {
 	if c.Other != "" {
 		otherWork := filepath.Join(c.Other, filepath.Base(work))
 		if err := measure("stat_uncached", "lstat of a file another client just made", func() error {
+			before, _, err := mountCalls(otherWork)
+			if err != nil {
+				return err
+			}
 			for i := 0; i < c.Reps; i++ {
 				if err := os.WriteFile(filepath.Join(otherWork, fmt.Sprintf("o.%d", i)), nil, 0o644); err != nil {
 					return err
 				}
 			}
-			return nil
+			// The other mount's closes go out after close(2) returns
+			// (the kernel's release is asynchronous): wait for them.
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				after, _, err := mountCalls(otherWork)
+				if err != nil || after["close"]-before["close"] >= int64(c.Reps) || time.Now().After(deadline) {
+					return err
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 		}, func(i int) error {
 			_, err := os.Lstat(name("o", i))
 			return err
@@ -240,21 +252,22 @@ func remoteParent(work string) (string, bool) {
 	return "", false
 }
 
-// settle waits until the mount has no cached writes to send, so that an
-// operation's flushes count with it and not with the next.
+// settle waits until the mount has no cached writes to send and no
+// removed file's objects to destroy (both go out in the background), so
+// that an operation's RPCs count with it and not with the next.
 func settle(ctx context.Context, path string) error {
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		_, dirty, err := mountCalls(path)
-		if err != nil || dirty == 0 {
+		_, busy, err := mountCalls(path)
+		if err != nil || busy == 0 {
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("rpcs: %d bytes still dirty after 30s", dirty)
+			return fmt.Errorf("rpcs: the mount is still busy after 30s (%d bytes dirty or objects to destroy)", busy)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }

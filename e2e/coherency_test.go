@@ -377,21 +377,40 @@ func TestLockReplayAfterRestart(t *testing.T) {
 }
 
 // A single client pays for locks once per file, not per RPC: a long
-// sequential write takes one data lock.
+// sequential write takes one data lock; the create that made the file
+// grants it, and an existing file's first write enqueues it.
 func TestOneLockPerFile(t *testing.T) {
-	_, mnts := coherent(t, 1)
-	before := clientCounter(t, mnts[0], "lock_enqueues")
-	f, err := os.Create(filepath.Join(mnts[0], "big"))
-	must(t, err)
+	_, mnts := coherent(t, 2)
 	buf := make([]byte, 1<<20)
-	for i := range 256 {
-		pattern(buf, int64(i)<<20, 5)
-		_, err := f.Write(buf)
-		must(t, err)
+	write := func(f *os.File) {
+		for i := range 256 {
+			pattern(buf, int64(i)<<20, 5)
+			_, err := f.Write(buf)
+			must(t, err)
+		}
+		must(t, f.Close())
 	}
-	must(t, f.Close())
-	if n := clientCounter(t, mnts[0], "lock_enqueues") - before; n != 1 {
-		t.Errorf("%d data lock enqueues for one 256 MiB sequential write, want 1", n)
+	p := filepath.Join(mnts[0], "big")
+	before, grants := clientCounter(t, mnts[0], "lock_enqueues"), clientCounter(t, mnts[0], "locks_granted")
+	f, err := os.Create(p)
+	must(t, err)
+	write(f)
+	if n := clientCounter(t, mnts[0], "lock_enqueues") - before; n != 0 {
+		t.Errorf("%d data lock enqueues for one 256 MiB sequential write of a file just created, want 0 (the create grants it)", n)
+	}
+	if n := clientCounter(t, mnts[0], "locks_granted") - grants; n != 2 {
+		t.Errorf("%d locks granted to create and write a file, want 2 (metadata and data, both with the create)", n)
+	}
+	// Another client's write calls it back; this one then enqueues again,
+	// once or twice (twice here: the first grant's range depends on what
+	// the other client still holds then), never once a write.
+	writeFile(t, filepath.Join(mnts[1], "big"), []byte("other"))
+	before = clientCounter(t, mnts[0], "lock_enqueues")
+	f, err = os.OpenFile(p, os.O_WRONLY, 0)
+	must(t, err)
+	write(f)
+	if n := clientCounter(t, mnts[0], "lock_enqueues") - before; n < 1 || n > 2 {
+		t.Errorf("%d data lock enqueues for one 256 MiB sequential rewrite after another client's write, want 1 or 2 (not one a write)", n)
 	}
 	var st syscall.Stat_t
 	must(t, syscall.Stat(filepath.Join(mnts[0], "big"), &st))

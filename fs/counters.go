@@ -23,6 +23,7 @@ type counters struct {
 	writeThroughs        atomic.Int64 // chunks written through, not cached (writethrough.go)
 	copiedBytes          atomic.Int64 // copy_file_range bytes the OSTs copied (copyrange.go)
 	copiedThroughBytes   atomic.Int64 // and those copied through this client (EC layouts)
+	destroysNow          atomic.Int64 // removed files whose objects are being destroyed
 }
 
 // Counter is one named client statistic.
@@ -57,5 +58,6 @@ func (c *Client) Counters() []Counter {
 		{"write_through_chunks", c.counters.writeThroughs.Load()},
 		{"copied_bytes", c.counters.copiedBytes.Load()},
 		{"copied_through_bytes", c.counters.copiedThroughBytes.Load()},
+		{"object_destroys_now", c.counters.destroysNow.Load()},
 	}, append(c.lockCounters(), c.flockCounters()...)...)
 }

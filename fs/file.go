@@ -26,6 +26,9 @@ type inodeState struct {
 	size  uint64
 	mtime int64
 	dirty bool // size/mtime changed by writes and not yet told to the MDT
+	// intent is the write lock a create granted (intent.go), given back
+	// with the close if the file is still empty then.
+	intent *heldLock
 	// reporting counts size reports (setattr, close) on their way to the
 	// MDT, and reported is the attribute epoch at which the last one
 	// landed: an MDT reply to a request sent before then may predate it.
@@ -451,11 +454,12 @@ func (f *File) Fsync(ctx context.Context) error {
 func (f *File) Release(ctx context.Context) error {
 	c, st := f.c, f.st
 	ferr := c.flushAll(st)
+	cancel := c.unusedIntent(st)
 	st.mu.Lock()
 	if lost := st.takeLost(); ferr == nil {
 		ferr = lost
 	}
-	req := &proto.CloseReq{FID: st.fid, Flags: uint32(f.Flags), SetSize: st.dirty, Size: st.size, Mtime: st.mtime}
+	req := &proto.CloseReq{FID: st.fid, Flags: uint32(f.Flags), SetSize: st.dirty, Size: st.size, Mtime: st.mtime, Cancel: cancel}
 	st.dirty = false
 	st.reporting++
 	st.mu.Unlock()

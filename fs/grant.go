@@ -328,6 +328,13 @@ func (c *Client) ownerOf(ctx context.Context, fid proto.FID) (proto.Owner, error
 	if err != nil {
 		return proto.Owner{}, err
 	}
+	c.noteOwner(fid, rep.Owner)
+	return rep.Owner, nil
+}
+
+// noteOwner remembers who fid's blocks are charged to, for ownerTTL.
+func (c *Client) noteOwner(fid proto.FID, owner proto.Owner) {
+	g := c.grants()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.owners) >= maxOwners {
@@ -340,6 +347,5 @@ func (c *Client) ownerOf(ctx context.Context, fid proto.FID) (proto.Owner, error
 			clear(g.owners)
 		}
 	}
-	g.owners[fid] = ownerEntry{owner: rep.Owner, at: time.Now()}
-	return rep.Owner, nil
+	g.owners[fid] = ownerEntry{owner: owner, at: time.Now()}
 }

@@ -231,11 +231,18 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 		return nil, nil, err
 	}
 	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
+	if r.HasOwner {
+		c.noteOwner(r.Attr.FID, r.Owner)
+	}
 	a, err := c.replyAttr(ctx, &r)
 	if err != nil || !open {
 		return a, nil, err
 	}
-	return a, c.newFile(a, flags), nil
+	f := c.newFile(a, flags)
+	if r.Data.ID != 0 {
+		c.noteDataLock(f.st, r.Data, a)
+	}
+	return a, f, nil
 }
 
 // Mkdir makes a directory, as Create for its owner and umask.
@@ -326,8 +333,10 @@ func (c *Client) remove(ctx context.Context, dir proto.FID, name string, isDir b
 // entry.
 func (c *Client) destroyObjects(a proto.Attr) {
 	c.bg.Add(1)
+	c.counters.destroysNow.Add(1)
 	go func() {
 		defer c.bg.Done()
+		defer c.counters.destroysNow.Add(-1)
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.RetryFor)
 		defer cancel()
 		for s, ost := range a.Layout.OSTs {

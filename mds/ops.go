@@ -352,7 +352,14 @@ func (m *MDT) create(ctx context.Context, r *proto.CreateReq) (any, error) {
 	}
 	// Granted under m.mu, before any change another client could make
 	// to the new name's inode: the attributes below are the lock's.
-	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr, Lock: m.grantMeta(ctx, n.Attr.FID, r.Want)}, nil
+	reply := &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr, Lock: m.grantMeta(ctx, n.Attr.FID, r.Want)}
+	if n.Attr.Mode&sIFMT == sIFREG {
+		reply.HasOwner, reply.Owner = true, proto.Owner{Uid: n.Attr.Uid, Gid: n.Attr.Gid, Projid: m.projid(dir.Attr.FID)}
+		if c, ok := rpc.CallerFrom(ctx); ok && r.Open && r.Want != 0 && perm.Writes(r.Flags) {
+			reply.Data = m.locks.TryWrite(c.Client, c.Name, n.Attr.FID)
+		}
+	}
+	return reply, nil
 }
 
 // layoutFits reports whether l, a layout this MDT gave out before a

@@ -258,6 +258,14 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 // close drops an open, records the size and mtime the client's writes
 // produced, and finishes an orphan's removal on its last close.
 func (m *MDT) close(ctx context.Context, r *proto.CloseReq) (any, error) {
+	if len(r.Cancel.IDs) > 0 {
+		// Locks given back with the close (an unused write lock a create
+		// granted), as MLockCancel would.
+		c, _ := rpc.CallerFrom(ctx)
+		if err := m.locks.Cancel(c.Client, &r.Cancel); err != nil {
+			return nil, err
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.getInode(r.FID)

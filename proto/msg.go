@@ -136,6 +136,14 @@ type AttrReply struct {
 	Parent Attr
 	// Lock is the metadata lock granted on Attr.FID (LookupReq.Want).
 	Lock LockGrant
+	// A create of a regular file says who its blocks are charged to
+	// (HasOwner), and one that opens it for writing, with locks wanted,
+	// grants a write lock on all of it (Data; no other client can hold
+	// one yet): the first write needs neither an owner RPC nor a lock
+	// enqueue.
+	HasOwner bool
+	Owner    Owner
+	Data     LockDesc
 }
 
 // Setattr valid bits.
@@ -321,6 +329,9 @@ type CloseReq struct {
 	SetSize bool
 	Size    uint64
 	Mtime   int64
+	// Cancel gives locks back with the close, as MLockCancel would
+	// (an unused write lock its create granted).
+	Cancel LockCancelReq
 }
 
 type CloseReply struct {

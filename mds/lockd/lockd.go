@@ -374,6 +374,27 @@ func (s *Service) TryBits(client string, res proto.FID, bits uint8) (g proto.Loc
 	return proto.LockGrant{ID: uint64(l.ID), Bits: uint8(l.Bits)}, fresh
 }
 
+// TryWrite grants client the write lock of all of res if nothing
+// conflicts: a create that opens a new file for writing takes it with its
+// reply (no other client can hold one yet), so the first write needs no
+// enqueue. The zero desc if not.
+func (s *Service) TryWrite(client, name string, res proto.FID) proto.LockDesc {
+	if client == "" || s.IsEvicted(client) {
+		return proto.LockDesc{}
+	}
+	if err := s.store.Register(client, name); err != nil {
+		return proto.LockDesc{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, _, err := s.ns.Enqueue(ldlm.Request{Res: res, Client: client, Kind: ldlm.KindExtent, Mode: ldlm.PW, End: proto.LockEOF, Try: true})
+	if err != nil || l == nil || !l.Granted {
+		return proto.LockDesc{}
+	}
+	s.ctr.Granted.Add(1)
+	return desc(l)
+}
+
 // Withdraw takes back a lock just granted with a reply that turned out
 // stale (the entry it guards changed before the grant).
 func (s *Service) Withdraw(id uint64) { s.cancel(ldlm.ID(id), proto.LVB{}) }
