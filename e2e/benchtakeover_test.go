@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os/exec"
 	"testing"
 )
 
@@ -12,14 +11,7 @@ import (
 func TestBenchTakeover(t *testing.T) {
 	c := startCluster(t)
 	old, mnt := c.MountAt("b")
-	out, err := exec.Command(c.Bin, "bench", "takeover", mnt, "--takeovers", "2", "--gap", "300ms", "--size", "2MiB", "--json").Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("bench takeover: %v\n%s%s", err, out, stderr)
-	}
+	out := []byte(sfRun(t, c, "bench", "takeover", mnt, "--takeovers", "2", "--gap", "300ms", "--size", "2MiB", "--json"))
 	var r struct {
 		TakeoverMs []float64 `json:"takeover_ms"`
 		Reads      int       `json:"reads"`

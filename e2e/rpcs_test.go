@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -35,14 +34,7 @@ func TestRPCCounts(t *testing.T) {
 	_, a := c.MountAt("a")
 	_, b := c.MountAt("b")
 	must(t, os.Mkdir(filepath.Join(a, "w"), 0o755))
-	out, err := exec.Command(c.Bin, "bench", "rpcs", filepath.Join(a, "w"), "--other", filepath.Join(b, "w"), "--reps", "10", "--json").Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("bench rpcs: %v\n%s%s", err, out, stderr)
-	}
+	out := []byte(sfRun(t, c, "bench", "rpcs", filepath.Join(a, "w"), "--other", filepath.Join(b, "w"), "--reps", "10", "--json"))
 	var r struct {
 		Ops []struct {
 			Op       string             `json:"op"`

@@ -33,8 +33,10 @@ type layoutV2 struct {
 	OSTs        []uint32
 }
 
-func (l layoutV2) current() proto.Layout {
-	return proto.Layout{StripeSize: l.StripeSize, StripeCount: l.StripeCount, FirstOST: l.FirstOST, OSTs: l.OSTs}
+func (l layoutV2) current() proto.Layout { return l.v3().current() }
+
+func (l layoutV2) v3() layoutV3 {
+	return layoutV3{StripeSize: l.StripeSize, StripeCount: l.StripeCount, FirstOST: l.FirstOST, OSTs: l.OSTs}
 }
 
 type attrV2 struct {
@@ -96,13 +98,17 @@ func inodeFromV3(b []byte) ([]byte, error) {
 	if err := wire.Unmarshal(b, &old); err != nil {
 		return nil, err
 	}
+	return encode(old.current()), nil
+}
+
+// current is a format 3 inode in the current form: no ACLs.
+func (old *inodeV3) current() *inode {
 	a := old.Attr
-	n := inode{
+	return &inode{
 		Attr: proto.Attr{FID: a.FID, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev, Size: a.Size,
 			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.current()},
 		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.current(), DefDir: old.DefDir,
 	}
-	return encode(&n), nil
 }
 
 type configV2 struct {
@@ -112,19 +118,20 @@ type configV2 struct {
 	Default layoutV2
 }
 
-// inodeFromV2 re-encodes a format 2 inode record in the current form.
+// inodeFromV2 re-encodes a format 2 inode record in the current form,
+// through format 3 (layouts without erasure coding).
 func inodeFromV2(b []byte) ([]byte, error) {
 	var old inodeV2
 	if err := wire.Unmarshal(b, &old); err != nil {
 		return nil, err
 	}
 	a := old.Attr
-	n := inode{
-		Attr: proto.Attr{FID: a.FID, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev, Size: a.Size,
-			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.current()},
-		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.current(), DefDir: old.DefDir,
+	v3 := inodeV3{
+		Attr: attrV3{FID: a.FID, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev, Size: a.Size,
+			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.v3()},
+		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.v3(), DefDir: old.DefDir,
 	}
-	return encode(&n), nil
+	return encode(v3.current()), nil
 }
 
 // upgradeFormat rewrites a format 2 or 3 database in the current format,
