@@ -159,6 +159,19 @@ func RPCs(ctx context.Context, c RPCsConfig) (*RPCsResult, error) {
 			_, err := os.ReadFile(name("l", i))
 			return err
 		}},
+		{"getxattr_absent", "lgetxattr of an xattr the file lacks, asked before (ls -l asks two a file)", func() error {
+			for i := 0; i < c.Reps; i++ {
+				if _, err := xattr.LGet(name("c", i), "security.selinux"); err == nil {
+					return fmt.Errorf("%s has security.selinux", name("c", i))
+				}
+			}
+			return nil
+		}, func(i int) error {
+			if _, err := xattr.LGet(name("c", i), "security.selinux"); err == nil {
+				return fmt.Errorf("security.selinux appeared")
+			}
+			return nil
+		}},
 		{"rename", "rename within a directory", nil, func(i int) error {
 			return os.Rename(name("c", i), name("r", i))
 		}},

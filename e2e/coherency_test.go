@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/pkg/xattr"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -751,5 +752,46 @@ func TestMmapSeesOtherMount(t *testing.T) {
 	// mapped pages: the next touch reads them again.
 	if !bytes.Equal(m, data) {
 		t.Errorf("B's mapping still shows %q at 70000 after A's write", m[70000:70012])
+	}
+}
+
+// Extended attributes one mount reads (and keeps under its Update lock)
+// change when another mount sets or removes them, and after its own
+// changes, chmod's of an ACL included.
+func TestXattrsAcrossMounts(t *testing.T) {
+	_, mnts := coherent(t, 2)
+	a, b := filepath.Join(mnts[0], "x"), filepath.Join(mnts[1], "x")
+	writeFile(t, a, []byte("data"))
+	get := func(p string) string {
+		v, err := xattr.Get(p, "user.k")
+		if err != nil {
+			return "-"
+		}
+		return string(v)
+	}
+	if v := get(a); v != "-" {
+		t.Fatalf("a new file has user.k=%q", v)
+	}
+	get(a) // kept now
+	must(t, xattr.Set(b, "user.k", []byte("1")))
+	if v := get(a); v != "1" {
+		t.Errorf("after another mount set it: %q, want 1", v)
+	}
+	must(t, xattr.Set(a, "user.k", []byte("2")))
+	if v := get(a); v != "2" {
+		t.Errorf("after this mount set it: %q, want 2", v)
+	}
+	if v := get(b); v != "2" {
+		t.Errorf("the other mount: %q, want 2", v)
+	}
+	must(t, xattr.Remove(b, "user.k"))
+	if v := get(a); v != "-" {
+		t.Errorf("after another mount removed it: %q, want none", v)
+	}
+	hits := clientCounter(t, mnts[0], "xattr_cache_hits")
+	get(a)
+	get(a)
+	if clientCounter(t, mnts[0], "xattr_cache_hits") == hits {
+		t.Error("asked twice with nothing changed, the mount asked the MDT both times")
 	}
 }

@@ -126,6 +126,7 @@ type Client struct {
 	dirs dirAttrs // directories as this client's last change left them
 
 	locks  lockTable  // what the client holds of the lock service (locks.go)
+	xattrs xattrCache // extended attributes under Update locks (xattrcache.go)
 	flocks flockTable // its application locks (flock.go)
 }
 

@@ -24,6 +24,7 @@ type counters struct {
 	copiedBytes          atomic.Int64 // copy_file_range bytes the OSTs copied (copyrange.go)
 	copiedThroughBytes   atomic.Int64 // and those copied through this client (EC layouts)
 	destroysNow          atomic.Int64 // removed files whose objects are being destroyed
+	xattrHits            atomic.Int64 // getxattrs answered from the cache (xattrcache.go)
 }
 
 // Counter is one named client statistic.
@@ -59,5 +60,6 @@ func (c *Client) Counters() []Counter {
 		{"copied_bytes", c.counters.copiedBytes.Load()},
 		{"copied_through_bytes", c.counters.copiedThroughBytes.Load()},
 		{"object_destroys_now", c.counters.destroysNow.Load()},
+		{"xattr_cache_hits", c.counters.xattrHits.Load()},
 	}, append(c.lockCounters(), c.flockCounters()...)...)
 }

@@ -77,6 +77,9 @@ type SetAttr = proto.SetattrReq
 // objects, and the objects are cut before the MDT learns the new size, so
 // a crash in between never lets old data reappear past the end.
 func (c *Client) Setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error) {
+	if req.Valid&(proto.SetMode|proto.SetUid|proto.SetGid) != 0 {
+		defer c.dropXattrs(req.FID) // a chmod rewrites the ACL's mask
+	}
 	stamp := c.attrStamp()
 	a, err := c.setattr(ctx, req)
 	if err != nil {
@@ -458,10 +461,19 @@ func (c *Client) readdirOne(ctx context.Context, dir proto.FID, cookie uint64, m
 
 // Getxattr reads an extended attribute.
 func (c *Client) Getxattr(ctx context.Context, fid proto.FID, name string) ([]byte, error) {
+	if v, err, ok := c.cachedXattr(fid, name); ok {
+		c.counters.xattrHits.Add(1)
+		return v, err
+	}
+	held := c.locks.updateLock(fid) // before the RPC: its answer is good while this is held
 	var r proto.XattrReply
 	if err := c.mdtCall(ctx, fid, proto.MGetxattr, &proto.XattrReq{FID: fid, Name: name}, &r); err != nil {
+		if Errno(err) == syscall.ENODATA {
+			c.keepXattr(fid, name, nil, held)
+		}
 		return nil, err
 	}
+	c.keepXattr(fid, name, append([]byte{}, r.Value...), held) // non-nil: present, if empty
 	return r.Value, nil
 }
 
@@ -469,6 +481,7 @@ func (c *Client) Getxattr(ctx context.Context, fid proto.FID, name string) ([]by
 // Setting LayoutXattr on a file this client has open re-reads the layout,
 // and is refused once the handle has written data the MDT has not seen.
 func (c *Client) Setxattr(ctx context.Context, fid proto.FID, name string, value []byte, flags uint32) error {
+	defer c.dropXattrs(fid)
 	if fid.IsStripedDir() {
 		if name == mkdirXattr { // lfs mkdir -i/-c in a striped directory: where the name goes
 			holder, err := c.route(ctx, fid, mkdirXattrName(value))
@@ -518,6 +531,7 @@ func (c *Client) Listxattr(ctx context.Context, fid proto.FID) ([]string, error)
 
 // Removexattr removes an extended attribute.
 func (c *Client) Removexattr(ctx context.Context, fid proto.FID, name string) error {
+	defer c.dropXattrs(fid)
 	if fid.IsStripedDir() && stripedXattr(name) {
 		err := c.eachStripe(ctx, fid, func(ctx context.Context, s proto.FID) error {
 			err := c.mdtCall(ctx, s, proto.MRemovexattr, &proto.XattrReq{FID: s, Name: name}, &proto.Empty{})
