@@ -14,7 +14,7 @@ import (
 var rpcCeilings = map[string]float64{
 	"create":                3, // lookup (the kernel's, of a new name), create+open, close
 	"stat_cached":           0,
-	"getxattr_absent":       0, // answered under the Update lock (2 RPCs a file of ls -l before)
+	"getxattr_absent":       0,   // answered under the Update lock (2 RPCs a file of ls -l before)
 	"create_write_4k_close": 5.5, // the create grants the write lock and says who owns the blocks (no enqueue, no owner RPC)
 	"open_read_close_4k":    5,   // open, getattr and the objects' blocks (st_blocks), read, close
 	"open_read_close_8m":    12,
