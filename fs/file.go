@@ -84,7 +84,7 @@ func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, err
 	if err := c.mdtCall(ctx, fid, proto.MOpen, &proto.OpenReq{FID: fid, Flags: uint32(flags), Want: c.wantBits(fid, proto.LockUpdate)}, &r); err != nil {
 		return nil, err
 	}
-	c.noteLock(uint32(fid.MDT()), fid, r.Lock)
+	c.noteAttrLock(uint32(fid.MDT()), fid, &r.Attr, r.Lock)
 	return c.newFile(&r.Attr, flags), nil
 }
 

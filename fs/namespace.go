@@ -25,7 +25,7 @@ func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto
 	if err := c.mdtCall(ctx, holder, proto.MLookup, req, &r); err != nil {
 		return nil, err
 	}
-	c.noteLock(uint32(holder.MDT()), r.Attr.FID, r.Lock)
+	c.noteAttrLock(uint32(holder.MDT()), r.Attr.FID, &r.Attr, r.Lock)
 	if r.Remote || r.Attr.FID.IsStripedDir() { // another MDT, or stripes, have the attributes
 		return c.Getattr(ctx, r.Attr.FID)
 	}
@@ -65,7 +65,7 @@ func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error
 	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid, Want: c.wantBits(fid, proto.LockUpdate)}, &r); err != nil {
 		return nil, err
 	}
-	c.noteLock(uint32(fid.MDT()), fid, r.Lock)
+	c.noteAttrLock(uint32(fid.MDT()), fid, &r.Attr, r.Lock)
 	c.overlay(&r.Attr, stamp)
 	return &r.Attr, nil
 }
@@ -233,7 +233,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
 		return nil, nil, err
 	}
-	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
+	c.noteAttrLock(uint32(dir.MDT()), r.Attr.FID, &r.Attr, r.Lock)
 	if r.HasOwner {
 		c.noteOwner(r.Attr.FID, r.Owner)
 	}
@@ -262,7 +262,7 @@ func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uin
 	if err != nil {
 		return nil, err
 	}
-	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
+	c.noteAttrLock(uint32(dir.MDT()), r.Attr.FID, &r.Attr, r.Lock)
 	return c.replyAttr(ctx, &r)
 }
 
@@ -290,7 +290,7 @@ func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string
 	if err != nil {
 		return nil, err
 	}
-	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
+	c.noteAttrLock(uint32(dir.MDT()), r.Attr.FID, &r.Attr, r.Lock)
 	return c.replyAttr(ctx, &r)
 }
 
@@ -389,7 +389,7 @@ func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*pr
 	if err := c.mdtCall(ctx, dir, proto.MLink, &proto.LinkReq{FID: fid, Parent: dir, Name: name, Want: c.wantBits(proto.FID{}, proto.LockLookup)}, &r); err != nil {
 		return nil, err
 	}
-	c.noteLock(uint32(dir.MDT()), r.Attr.FID, r.Lock)
+	c.noteAttrLock(uint32(dir.MDT()), r.Attr.FID, &r.Attr, r.Lock)
 	if r.Remote { // a resent link, answered from the entry
 		return c.Getattr(ctx, r.Attr.FID)
 	}
@@ -443,7 +443,7 @@ func (c *Client) readdirOne(ctx context.Context, dir proto.FID, cookie uint64, m
 	if plus {
 		for i := range r.Entries {
 			e := &r.Entries[i]
-			c.noteLock(uint32(dir.MDT()), e.FID, e.Lock)
+			c.noteAttrLock(uint32(dir.MDT()), e.FID, &e.Attr, e.Lock)
 			if e.Attr.FID.IsZero() && e.Name != "." && e.Name != ".." && e.FID.MDT() != dir.MDT() {
 				// An entry whose inode lives on another MDT: its MDT has
 				// the attributes (a failure leaves them out, and the

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 )
 
@@ -95,4 +96,23 @@ func (c *Client) dropXattrs(fid proto.FID) {
 			delete(x.m, k)
 		}
 	}
+}
+
+// noteAttrLock is noteLock for a grant that came with fid's attributes
+// a: with the Update bit, a's access ACL is what a getxattr of it would
+// answer while the lock is held, and needs no RPC (the first ls -l).
+func (c *Client) noteAttrLock(mdt uint32, fid proto.FID, a *proto.Attr, g proto.LockGrant) {
+	c.noteLock(mdt, fid, g)
+	if g.ID == 0 || g.Bits&proto.LockUpdate == 0 || a.FID != fid || fid.IsZero() {
+		return
+	}
+	t := &c.locks
+	t.mu.Lock()
+	l := t.byID[g.ID]
+	t.mu.Unlock()
+	var v []byte
+	if a.ACL != "" {
+		v = []byte(a.ACL)
+	}
+	c.keepXattr(fid, perm.ACLAccessXattr, v, l)
 }
