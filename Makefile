@@ -5,7 +5,7 @@ BIN     := bin/stripefs
 RUNDIR  ?= $(CURDIR)/run
 FUZZTIME ?= 100000x
 # Packages whose state is shared between goroutines: tested with -race.
-RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./nodemap/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/... ./metrics/...
+RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./find/... ./nodemap/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/... ./metrics/...
 
 .PHONY: build run test test-unit test-e2e test-e2e-race fuzz lint bench bench-dne install clean
 

@@ -72,7 +72,7 @@ func newRoot() *cobra.Command {
 		setstripeCmd(), getstripeCmd(), statsCmd(),
 		mkdirCmd(), setdirstripeCmd(), getdirstripeCmd(), setParamCmd(), fsckCmd(), rebuildCmd(), scrubCmd(),
 		nfsCmd(), nfsexportCmd(),
-		setquotaCmd(), quotaCmd(), projectCmd(), dfCmd(), nodemapCmd())
+		setquotaCmd(), quotaCmd(), projectCmd(), dfCmd(), nodemapCmd(), findCmd())
 	return root
 }
 
