@@ -23,6 +23,14 @@ func Walk(ctx context.Context, root string, p *Pred, emit func(path string)) err
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if !p.needsStat() && path != root {
+			// Name and type come with the directory's entries: no stat
+			// (find(1) does the same).
+			if e := (&Entry{Path: path, Mode: typeBits(d.Type()), MDT: NoMDT}); p.Match(e) {
+				emit(path)
+			}
+			return nil
+		}
 		var st syscall.Stat_t
 		if err := syscall.Lstat(path, &st); err != nil {
 			return &fs.PathError{Op: "lstat", Path: path, Err: err}
@@ -57,4 +65,26 @@ func layoutOSTs(lov string) []uint32 {
 		}
 	}
 	return nil
+}
+
+// needsStat reports whether p looks past names and types.
+func (p *Pred) needsStat() bool { return p.Size != nil || p.HasNewer || p.NeedsLayout() }
+
+// typeBits is st_mode's type for a directory entry's type.
+func typeBits(t fs.FileMode) uint32 {
+	switch {
+	case t&fs.ModeDir != 0:
+		return syscall.S_IFDIR
+	case t&fs.ModeSymlink != 0:
+		return syscall.S_IFLNK
+	case t&fs.ModeNamedPipe != 0:
+		return syscall.S_IFIFO
+	case t&fs.ModeSocket != 0:
+		return syscall.S_IFSOCK
+	case t&fs.ModeCharDevice != 0:
+		return syscall.S_IFCHR
+	case t&fs.ModeDevice != 0:
+		return syscall.S_IFBLK
+	}
+	return syscall.S_IFREG
 }
