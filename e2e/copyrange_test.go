@@ -48,11 +48,13 @@ func copyAll(t *testing.T, src, dst *os.File, inOff, outOff int64, n int) int {
 // TestCopyFileRange copies between files of different layouts (pieces
 // that cross OSTs), of one layout (pieces within an OST), within one
 // file, from a sparse source and past a source's end, byte-exact against
-// a model, with no file data through the client: its ost_read and
+// a model (through the copying mount and another), with no file data
+// through the client: its ost_read and
 // ost_write counts do not move, and the OSTs' copied bytes are the
 // copy's.
 func TestCopyFileRange(t *testing.T) {
 	c, mnt := mount(t)
+	_, other := c.MountAt("other")
 	rng := rand.New(rand.NewPCG(19, 21))
 	const M = 1 << 20
 	data := make([]byte, 5*M+12345)
@@ -115,6 +117,11 @@ func TestCopyFileRange(t *testing.T) {
 		models[s.dst] = m
 		if got := readFile(t, s.dst); !bytes.Equal(got, m) {
 			t.Fatalf("%s: %s differs from the model (%d bytes, want %d)", s.name, s.dst, len(got), len(m))
+		}
+		// Another client reads what the OSTs wrote (the copier's write
+		// lock is called back first).
+		if got := readFile(t, filepath.Join(other, filepath.Base(s.dst))); !bytes.Equal(got, m) {
+			t.Fatalf("%s: another mount reads %s differently from the model", s.name, s.dst)
 		}
 	}
 	if dataCalls != 0 {
