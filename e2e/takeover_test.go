@@ -147,6 +147,23 @@ func TestTakeover(t *testing.T) {
 		must(t, cmd.Start())
 		return cmd, bufio.NewScanner(out)
 	}
+	// Many open files: a handover larger than a socket's buffer.
+	many := filepath.Join(mnt, "many")
+	must(t, os.Mkdir(many, 0o755))
+	var open []*os.File
+	for i := range 3000 {
+		f, err := os.OpenFile(filepath.Join(many, strconv.Itoa(i)), os.O_RDWR|os.O_CREATE, 0o644)
+		must(t, err)
+		_, err = f.WriteString(strconv.Itoa(i))
+		must(t, err)
+		open = append(open, f)
+	}
+	defer func() {
+		for _, f := range open {
+			f.Close()
+		}
+	}()
+
 	writer, wout := start("stream-write " + filepath.Join(mnt, "dst") + " " + strconv.Itoa(blocks))
 	reader, rout := start("stream-read " + src + " " + strconv.Itoa(blocks) + " 3")
 	// A lock held by a program across the takeover, and one it waits for.
@@ -228,6 +245,13 @@ func TestTakeover(t *testing.T) {
 	}
 	if got := sha256.Sum256(readFile(t, filepath.Join(mnt, "dst"))); hex.EncodeToString(got[:]) != want {
 		t.Error("the file written across the takeover reads back wrong through the new daemon")
+	}
+	for i, f := range open {
+		b := make([]byte, 8)
+		n, err := f.ReadAt(b, 0)
+		if (err != nil && err != io.EOF) || string(b[:n]) != strconv.Itoa(i) {
+			t.Fatalf("open file %d after the takeover: %q %v", i, b[:n], err)
+		}
 	}
 	// The flock is still the program's: another mount cannot take it,
 	// and once released through the new daemon, can.

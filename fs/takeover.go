@@ -65,15 +65,29 @@ func (c *Client) Quiesce(ctx context.Context) error {
 	return nil
 }
 
-// Adopt is a handle on fid as the predecessor opened it with flags: the
-// MDT counts that open already (under this same identity), so no open is
-// sent; closing it closes the predecessor's.
-func (c *Client) Adopt(ctx context.Context, fid proto.FID, flags int) (*File, error) {
-	a, err := c.Getattr(ctx, fid)
-	if err != nil {
-		return nil, fmt.Errorf("fs: adopt %s: %w", fid, err)
+// Adopt is a handle on a's file as the predecessor opened it with flags:
+// the MDT counts that open already (under this same identity), so no
+// open is sent; closing it closes the predecessor's. a is what the
+// predecessor knew of the file (File.Known); without it (a zero FID:
+// fid only) the MDT is asked.
+func (c *Client) Adopt(ctx context.Context, fid proto.FID, a proto.Attr, flags int) (*File, error) {
+	if a.FID != fid {
+		got, err := c.Getattr(ctx, fid)
+		if err != nil {
+			return nil, fmt.Errorf("fs: adopt %s: %w", fid, err)
+		}
+		a = *got
 	}
-	return c.newFile(a, flags), nil
+	return c.newFile(&a, flags), nil
+}
+
+// Known is what the client knows of f's file: its FID, layout, size and
+// mtime (for a successor's Adopt).
+func (f *File) Known() proto.Attr {
+	st := f.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return proto.Attr{FID: st.fid, Layout: st.layout, Size: st.size, Mtime: st.mtime}
 }
 
 // HeldFlocks are the application locks the client holds.

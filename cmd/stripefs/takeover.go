@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -33,6 +35,9 @@ import (
 // (fusefs/takeover.go for the kernel side).
 
 const takeoverVersion = 1
+
+// maxHandover bounds a handover's size (open handles, locks).
+const maxHandover = 256 << 20
 
 // handover is what the old daemon sends with the device.
 type handover struct {
@@ -176,7 +181,11 @@ func (m *liveMount) handOver(conn *net.UnixConn) error {
 	if err != nil {
 		return m.resume(dev, ho.Session, err)
 	}
-	if _, _, err := conn.WriteMsgUnix(append(b, '\n'), unix.UnixRights(int(dev.Fd())), nil); err != nil {
+	_, _, err = conn.WriteMsgUnix([]byte(strconv.Itoa(len(b))+"\n"), unix.UnixRights(int(dev.Fd())), nil)
+	if err == nil {
+		_, err = conn.Write(b)
+	}
+	if err != nil {
 		return m.resume(dev, ho.Session, err)
 	}
 	var r takeoverReply
@@ -231,20 +240,34 @@ func takeOver(dir string) error {
 		conn.Close()
 		return err
 	}
-	buf, oob := make([]byte, 64<<20), make([]byte, unix.CmsgSpace(4))
+	// The descriptor comes with a line giving the handover's length;
+	// the handover follows (a socket stream may split a long one).
+	buf, oob := make([]byte, 4096), make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("takeover of %s: %w", dir, err)
 	}
-	var ho handover
-	if err := json.Unmarshal(buf[:n], &ho); err != nil || ho.Version != takeoverVersion {
+	line, rest, _ := bytes.Cut(buf[:n], []byte("\n"))
+	size, err := strconv.Atoi(string(line))
+	if err != nil || size <= 0 || size > maxHandover {
 		var r takeoverReply
-		if json.Unmarshal(buf[:n], &r) == nil && r.Err != "" {
+		if json.Unmarshal(line, &r) == nil && r.Err != "" {
 			err = errors.New(r.Err)
 		}
 		conn.Close()
 		return fmt.Errorf("takeover of %s: the daemon answered: %v", dir, err)
+	}
+	body := make([]byte, size)
+	copied := copy(body, rest)
+	var ho handover
+	if _, err := io.ReadFull(conn, body[copied:]); err != nil {
+		conn.Close()
+		return fmt.Errorf("takeover of %s: %w", dir, err)
+	}
+	if err := json.Unmarshal(body, &ho); err != nil || ho.Version != takeoverVersion {
+		conn.Close()
+		return fmt.Errorf("takeover of %s: handover version %d (%v), this binary speaks %d", dir, ho.Version, err, takeoverVersion)
 	}
 	dev, err := receivedFile(oob[:oobn])
 	if err != nil {

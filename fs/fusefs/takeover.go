@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/fs"
@@ -57,6 +58,9 @@ type Handle struct {
 	FID   proto.FID
 	Dir   bool
 	Flags int
+	// Known is what the client knew of an open file (fs.File.Known): the
+	// successor needs no RPC to take it on.
+	Known proto.Attr
 	// LockOwners are the POSIX lock owners that locked through the
 	// handle (flock.go).
 	LockOwners []uint64
@@ -78,7 +82,7 @@ func (f *FS) Snapshot(srv *fuse.Server) Session {
 	for fh, h := range f.handles {
 		switch h := h.(type) {
 		case *fs.File:
-			hs := Handle{Fh: fh, FID: h.FID(), Flags: h.Flags}
+			hs := Handle{Fh: fh, FID: h.FID(), Flags: h.Flags, Known: h.Known()}
 			for o := range f.lockOwners[fh] {
 				hs.LockOwners = append(hs.LockOwners, o)
 			}
@@ -90,18 +94,31 @@ func (f *FS) Snapshot(srv *fuse.Server) Session {
 	return s
 }
 
-// Adopt takes on a predecessor's open handles, under their numbers.
+// Adopt takes on a predecessor's open handles, under their numbers
+// (files the predecessor did not describe are asked of the MDTs, in
+// parallel: the kernel holds every request meanwhile).
 func (f *FS) Adopt(ctx context.Context, s Session) error {
-	for _, h := range s.Handles {
+	files := make([]*fs.File, len(s.Handles))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i, h := range s.Handles {
+		if !h.Dir {
+			g.Go(func() (err error) {
+				files[i], err = f.c.Adopt(gctx, h.FID, h.Known, h.Flags)
+				return err
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, h := range s.Handles {
 		var v any = &dirHandle{fid: h.FID}
 		if !h.Dir {
-			file, err := f.c.Adopt(ctx, h.FID, h.Flags)
-			if err != nil {
-				return err
-			}
-			v = file
+			v = files[i]
 		}
-		f.mu.Lock()
 		f.handles[h.Fh] = v
 		for _, o := range h.LockOwners {
 			if f.lockOwners[h.Fh] == nil {
@@ -109,7 +126,6 @@ func (f *FS) Adopt(ctx context.Context, s Session) error {
 			}
 			f.lockOwners[h.Fh][o] = true
 		}
-		f.mu.Unlock()
 	}
 	for {
 		n := f.nextFh.Load()
