@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/stripefs/stripefs/fsck"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -39,7 +40,7 @@ func Scan(ctx context.Context, mgs string, rootFID proto.FID, root string, p *Pr
 			c := rpc.NewClient(t.Addr, "find")
 			defer c.Close()
 			var err error
-			parts[i], err = scanMDT(gctx, c)
+			parts[i].inodes, parts[i].dirents, err = fsck.ScanMDT(gctx, c)
 			if err != nil {
 				return fmt.Errorf("find: mdt%d: %w", t.Index, err)
 			}
@@ -60,33 +61,6 @@ func Scan(ctx context.Context, mgs string, rootFID proto.FID, root string, p *Pr
 type namespacePart struct {
 	inodes  []proto.ScanInode
 	dirents []proto.ScanDirent
-}
-
-func scanMDT(ctx context.Context, c *rpc.Client) (namespacePart, error) {
-	var part namespacePart
-	for after := []byte(nil); ; {
-		r, err := rpc.Invoke[proto.ScanInodesReply](ctx, c, proto.MScanInodes, &proto.ScanReq{After: after, Max: 4096})
-		if err != nil {
-			return part, err
-		}
-		part.inodes = append(part.inodes, r.Inodes...)
-		if r.EOF {
-			break
-		}
-		after = r.Next
-	}
-	for after := []byte(nil); ; {
-		r, err := rpc.Invoke[proto.ScanDirentsReply](ctx, c, proto.MScanDirents, &proto.ScanReq{After: after, Max: 4096})
-		if err != nil {
-			return part, err
-		}
-		part.dirents = append(part.dirents, r.Dirents...)
-		if r.EOF {
-			break
-		}
-		after = r.Next
-	}
-	return part, nil
 }
 
 func join(parts []namespacePart) *namespace {

@@ -60,31 +60,38 @@ func Gather(ctx context.Context, mgs string) (*View, *proto.Config, error) {
 }
 
 func scanMDT(ctx context.Context, c *rpc.Client, v *View) error {
-	var after []byte
-	for {
+	inodes, dirents, err := ScanMDT(ctx, c)
+	v.Inodes = append(v.Inodes, inodes...)
+	v.Dirents = append(v.Dirents, dirents...)
+	return err
+}
+
+// ScanMDT pages through every inode and every entry of the MDT c is
+// connected to, 4096 a round trip (the admin key's methods).
+func ScanMDT(ctx context.Context, c *rpc.Client) (inodes []proto.ScanInode, dirents []proto.ScanDirent, err error) {
+	for after := []byte(nil); ; {
 		r, err := rpc.Invoke[proto.ScanInodesReply](ctx, c, proto.MScanInodes, &proto.ScanReq{After: after, Max: 4096})
 		if err != nil {
-			return err
+			return inodes, dirents, err
 		}
-		v.Inodes = append(v.Inodes, r.Inodes...)
+		inodes = append(inodes, r.Inodes...)
 		if r.EOF {
 			break
 		}
 		after = r.Next
 	}
-	after = nil
-	for {
+	for after := []byte(nil); ; {
 		r, err := rpc.Invoke[proto.ScanDirentsReply](ctx, c, proto.MScanDirents, &proto.ScanReq{After: after, Max: 4096})
 		if err != nil {
-			return err
+			return inodes, dirents, err
 		}
-		v.Dirents = append(v.Dirents, r.Dirents...)
+		dirents = append(dirents, r.Dirents...)
 		if r.EOF {
 			break
 		}
 		after = r.Next
 	}
-	return nil
+	return inodes, dirents, nil
 }
 
 // Report is a run's outcome.
