@@ -41,19 +41,13 @@ func (c *Client) unusedIntent(st *inodeState) proto.LockCancelReq {
 		return proto.LockCancelReq{}
 	}
 	// Nothing was written under it: there is nothing to flush, and
-	// nothing the kernel caches to drop (cancelLocal would make it ask
+	// nothing the kernel caches to drop (a full cancel would make it ask
 	// for the attributes again).
-	t := &c.locks
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.byID[l.d.ID] != l || l.cancelling {
+	if !c.locks.stillHeld(l) {
 		return proto.LockCancelReq{}
 	}
-	l.cancelling, l.done = true, make(chan struct{})
-	for l.users > 0 {
-		t.cond.Wait()
+	if _, ok := c.cancelHere(l, true); !ok {
+		return proto.LockCancelReq{}
 	}
-	t.removeLocked(l)
-	close(l.done)
 	return proto.LockCancelReq{Res: []proto.FID{l.d.Res}, IDs: []uint64{l.d.ID}}
 }

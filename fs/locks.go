@@ -447,13 +447,22 @@ func (c *Client) findForCallback(id uint64) *heldLock {
 // (the LVB). The MDT learns of the cancel from the caller (a callback's
 // answer, or a cancel RPC).
 func (c *Client) cancelLocal(l *heldLock) proto.LVB {
+	lvb, _ := c.cancelHere(l, false)
+	return lvb
+}
+
+// cancelHere is cancelLocal; with bare, l guarded nothing (a create's
+// write lock on a file still empty): nothing is flushed or dropped from
+// the frontend's caches. It reports false if l was already being
+// cancelled (it then waits for that).
+func (c *Client) cancelHere(l *heldLock, bare bool) (proto.LVB, bool) {
 	t := &c.locks
 	t.mu.Lock()
 	if l.cancelling {
 		done := l.done
 		t.mu.Unlock()
 		<-done
-		return proto.LVB{}
+		return proto.LVB{}, false
 	}
 	l.cancelling = true
 	l.done = make(chan struct{})
@@ -462,10 +471,11 @@ func (c *Client) cancelLocal(l *heldLock) proto.LVB {
 	}
 	t.mu.Unlock()
 	var lvb proto.LVB
-	switch l.d.Kind {
-	case proto.LockExtent:
+	switch {
+	case bare:
+	case l.d.Kind == proto.LockExtent:
 		lvb = c.dropData(l)
-	case proto.LockBits:
+	case l.d.Kind == proto.LockBits:
 		// What the frontend was last given longer ago than it keeps
 		// anything has gone from its cache by itself (most of what the
 		// LRU gives back): only the names it recorded are forgotten.
@@ -483,7 +493,7 @@ func (c *Client) cancelLocal(l *heldLock) proto.LVB {
 	t.removeLocked(l)
 	close(l.done)
 	t.mu.Unlock()
-	return lvb
+	return lvb, true
 }
 
 // dropData flushes and drops what an extent lock covers.

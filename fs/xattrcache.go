@@ -19,11 +19,6 @@ import (
 // maxCachedXattrs bounds the cache; past it, it starts again empty.
 const maxCachedXattrs = 100_000
 
-type xattrKey struct {
-	fid  proto.FID
-	name string
-}
-
 type xattrEntry struct {
 	value []byte // nil with missing: ENODATA
 	lock  *heldLock
@@ -31,7 +26,8 @@ type xattrEntry struct {
 
 type xattrCache struct {
 	mu sync.Mutex
-	m  map[xattrKey]xattrEntry
+	m  map[proto.FID]map[string]xattrEntry
+	n  int // entries in all
 }
 
 // updateLock is a metadata lock with the Update bit this client holds on
@@ -59,7 +55,7 @@ func (t *lockTable) stillHeld(l *heldLock) bool {
 func (c *Client) cachedXattr(fid proto.FID, name string) (v []byte, err error, ok bool) {
 	x := &c.xattrs
 	x.mu.Lock()
-	e, found := x.m[xattrKey{fid, name}]
+	e, found := x.m[fid][name]
 	x.mu.Unlock()
 	if !found || !c.locks.stillHeld(e.lock) {
 		return nil, nil, false
@@ -79,10 +75,18 @@ func (c *Client) keepXattr(fid proto.FID, name string, v []byte, l *heldLock) {
 	x := &c.xattrs
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.m == nil || len(x.m) >= maxCachedXattrs {
-		x.m = map[xattrKey]xattrEntry{}
+	if x.m == nil || x.n >= maxCachedXattrs {
+		x.m, x.n = map[proto.FID]map[string]xattrEntry{}, 0
 	}
-	x.m[xattrKey{fid, name}] = xattrEntry{value: v, lock: l}
+	names := x.m[fid]
+	if names == nil {
+		names = map[string]xattrEntry{}
+		x.m[fid] = names
+	}
+	if _, had := names[name]; !had {
+		x.n++
+	}
+	names[name] = xattrEntry{value: v, lock: l}
 }
 
 // dropXattrs forgets what the cache holds of fid (this client changed
@@ -91,11 +95,8 @@ func (c *Client) dropXattrs(fid proto.FID) {
 	x := &c.xattrs
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for k := range x.m {
-		if k.fid == fid {
-			delete(x.m, k)
-		}
-	}
+	x.n -= len(x.m[fid])
+	delete(x.m, fid)
 }
 
 // noteAttrLock is noteLock for a grant that came with fid's attributes
