@@ -18,10 +18,14 @@ type Chunk struct {
 
 // Map splits the file range [off, off+n) into chunks, one per stripe unit
 // crossed. A one-stripe layout maps the whole range to one chunk. For an
-// erasure-coded layout the chunks are pieces of data units.
+// erasure-coded layout the chunks are pieces of data units; for a
+// composite one, a range no object holds yet is a chunk of NoObject.
 func Map(l proto.Layout, off uint64, n int) []Chunk {
 	if n <= 0 {
 		return nil
+	}
+	if l.IsComposite() {
+		return mapComposite(l, off, n)
 	}
 	if l.IsEC() {
 		if g := ECOf(l); g.valid() {
@@ -54,6 +58,9 @@ func Map(l proto.Layout, off uint64, n int) []Chunk {
 // bytes (with no holes at its end): the object's share of full rows plus
 // its part of the last, partial row.
 func ObjectSize(l proto.Layout, size uint64, stripe int) uint64 {
+	if l.IsComposite() {
+		return objectSizeComposite(l, size, stripe)
+	}
 	if l.IsEC() {
 		if g := ECOf(l); g.valid() {
 			return g.ObjectSize(size, stripe)
@@ -77,6 +84,9 @@ func ObjectSize(l proto.Layout, size uint64, stripe int) uint64 {
 func FileEnd(l proto.Layout, stripe int, objSize uint64) uint64 {
 	if objSize == 0 {
 		return 0
+	}
+	if l.IsComposite() {
+		return fileEndComposite(l, stripe, objSize)
 	}
 	if l.IsEC() {
 		if g := ECOf(l); g.valid() {

@@ -13,13 +13,13 @@ import (
 )
 
 // The format of an MDT's records. Format 3 added the erasure-coding
-// fields to layouts, format 4 the ACLs to inodes; the codec has no
+// fields to layouts, format 4 the ACLs to inodes, format 5 the
+// components of composite layouts (PFL); the codec has no
 // optional fields, so a database written by older code is rewritten
 // once, when this code first opens it, before anything else reads it:
-// inodes, the inodes inside update-log records and (from format 2) the
-// cluster map. The key keyFormat says which format the database holds
+// inodes, the inodes inside update-log records and the cluster map. The key keyFormat says which format the database holds
 // (none: format 2, or a new database).
-const dbFormat = 4
+const dbFormat = 5
 
 var keyFormat = []byte("Mformat")
 
@@ -98,17 +98,68 @@ func inodeFromV3(b []byte) ([]byte, error) {
 	if err := wire.Unmarshal(b, &old); err != nil {
 		return nil, err
 	}
+	return encode(old.v4().current()), nil
+}
+
+// v4 is a format 3 inode in the form of format 4: no ACLs.
+func (old *inodeV3) v4() *inodeV4 {
+	a := old.Attr
+	return &inodeV4{
+		Attr: attrV4{FID: a.FID, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev, Size: a.Size,
+			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout},
+		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout, DefDir: old.DefDir,
+	}
+}
+
+// The v4 types are frozen copies of the records of format 4: layouts
+// are still those of format 3 (no components).
+
+type attrV4 struct {
+	FID                 proto.FID
+	Mode                uint32
+	Nlink               uint32
+	Uid, Gid            uint32
+	Rdev                uint32
+	Size                uint64
+	Atime, Mtime, Ctime int64
+	Layout              layoutV3
+	ACL                 string
+}
+
+type inodeV4 struct {
+	Attr      attrV4
+	Parent    proto.FID
+	Target    string
+	DefLayout layoutV3
+	DefDir    DirLayout
+	DefACL    string
+}
+
+// inodeFromV4 re-encodes a format 4 inode record in the current form.
+func inodeFromV4(b []byte) ([]byte, error) {
+	var old inodeV4
+	if err := wire.Unmarshal(b, &old); err != nil {
+		return nil, err
+	}
 	return encode(old.current()), nil
 }
 
-// current is a format 3 inode in the current form: no ACLs.
-func (old *inodeV3) current() *inode {
+// current is a format 4 inode in the current form: plain layouts.
+func (old *inodeV4) current() *inode {
 	a := old.Attr
 	return &inode{
 		Attr: proto.Attr{FID: a.FID, Mode: a.Mode, Nlink: a.Nlink, Uid: a.Uid, Gid: a.Gid, Rdev: a.Rdev, Size: a.Size,
-			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.current()},
-		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.current(), DefDir: old.DefDir,
+			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.current(), ACL: a.ACL},
+		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.current(), DefDir: old.DefDir, DefACL: old.DefACL,
 	}
+}
+
+// configV3 is the cluster map of formats 3 and 4.
+type configV3 struct {
+	FSName  string
+	MDTs    []proto.Target
+	OSTs    []proto.Target
+	Default layoutV3
 }
 
 type configV2 struct {
@@ -131,10 +182,10 @@ func inodeFromV2(b []byte) ([]byte, error) {
 			Atime: a.Atime, Mtime: a.Mtime, Ctime: a.Ctime, Layout: a.Layout.v3()},
 		Parent: old.Parent, Target: old.Target, DefLayout: old.DefLayout.v3(), DefDir: old.DefDir,
 	}
-	return encode(v3.current()), nil
+	return encode(v3.v4().current()), nil
 }
 
-// upgradeFormat rewrites a format 2 or 3 database in the current format,
+// upgradeFormat rewrites a database of format 2 to 4 in the current format,
 // in one synced batch, and marks a new database as current.
 func (m *MDT) upgradeFormat() error {
 	from := uint32(2)
@@ -149,17 +200,14 @@ func (m *MDT) upgradeFormat() error {
 		if f.Format == dbFormat {
 			return nil
 		}
-		if f.Format != 3 {
+		if f.Format < 3 || f.Format > dbFormat {
 			return fmt.Errorf("mdt%d: database format %d, this version reads formats 2 to %d", m.cfg.Index, f.Format, dbFormat)
 		}
-		from = 3
+		from = f.Format
 	} else if !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("mdt%d: read format: %w", m.cfg.Index, err)
 	}
-	convert := inodeFromV2
-	if from == 3 {
-		convert = inodeFromV3
-	}
+	convert := map[uint32]func([]byte) ([]byte, error){2: inodeFromV2, 3: inodeFromV3, 4: inodeFromV4}[from]
 	b := m.db.NewBatch()
 	defer b.Close()
 	inodes, records := 0, 0
@@ -203,10 +251,8 @@ func (m *MDT) upgradeFormat() error {
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
 	}
-	if from == 2 {
-		if err := m.upgradeConfigV2(b); err != nil {
-			return err
-		}
+	if err := m.upgradeConfig(b, from); err != nil {
+		return err
 	}
 	b.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat}), nil)
 	if err := m.write(b, pebble.Sync); err != nil {
@@ -218,20 +264,29 @@ func (m *MDT) upgradeFormat() error {
 	return nil
 }
 
-// upgradeConfigV2 rewrites a format 2 cluster map, if there is one, in b.
-func (m *MDT) upgradeConfigV2(b *pebble.Batch) error {
+// upgradeConfig rewrites a cluster map of format from, if there is one,
+// in b.
+func (m *MDT) upgradeConfig(b *pebble.Batch, from uint32) error {
 	v, closer, err := m.db.Get(keyConfig)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
 	}
-	var old configV2
-	err = wire.Unmarshal(v, &old)
-	closer.Close()
+	defer closer.Close()
+	var cfg proto.Config
+	if from == 2 {
+		var old configV2
+		err = wire.Unmarshal(v, &old)
+		cfg = proto.Config{FSName: old.FSName, MDTs: old.MDTs, OSTs: old.OSTs, Default: old.Default.current()}
+	} else {
+		var old configV3
+		err = wire.Unmarshal(v, &old)
+		cfg = proto.Config{FSName: old.FSName, MDTs: old.MDTs, OSTs: old.OSTs, Default: old.Default.current()}
+	}
 	if err != nil {
 		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
 	}
-	b.Set(keyConfig, encode(&proto.Config{FSName: old.FSName, MDTs: old.MDTs, OSTs: old.OSTs, Default: old.Default.current()}), nil)
+	b.Set(keyConfig, encode(&cfg), nil)
 	return nil
 }

@@ -120,7 +120,7 @@ func TestUpgradeFromFormat3(t *testing.T) {
 		{Kind: dtx.SetXattr, MDT: 1, FID: dirFID, Name: proto.LMVXattr, Inode: lmv},
 		dtx.Done(0, "client-1", 99, 1),
 	}}
-	cfg := proto.Config{FSName: "three", Default: proto.Layout{StripeSize: 1 << 20, StripeCount: 1, FirstOST: -1}}
+	cfg := configV3{FSName: "three", Default: layoutV3{StripeSize: 1 << 20, StripeCount: 1, FirstOST: -1}}
 	b := db.NewBatch()
 	for _, n := range []*inodeV3{&file, &dir} {
 		b.Set(inodeKey(n.Attr.FID), wire.Marshal(nil, n), nil)
@@ -173,6 +173,77 @@ func TestUpgradeFromFormat3(t *testing.T) {
 	err = wire.Unmarshal(v, &c)
 	closer.Close()
 	if err != nil || c.FSName != "three" {
+		t.Fatalf("cluster map after upgrade: %+v %v", c, err)
+	}
+}
+
+// TestUpgradeFromFormat4 writes a database as format 4 code did (layouts
+// without components) and checks that the ACLs and layouts survive the
+// rewrite and the cluster map is readable after it.
+func TestUpgradeFromFormat4(t *testing.T) {
+	mem := vfs.NewMem()
+	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
+	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	lay := layoutV3{StripeSize: 1 << 20, StripeCount: 2, FirstOST: 1, OSTs: []uint32{1, 2}}
+	file := inodeV4{Attr: attrV4{FID: fileFID, Mode: sIFREG | 0o640, Nlink: 1, Size: 99, Layout: lay, ACL: "file-acl"}}
+	dir := inodeV4{Attr: attrV4{FID: dirFID, Mode: sIFDIR | 0o755, Nlink: 2, ACL: "dir-acl"}, Parent: proto.RootFID,
+		DefLayout: layoutV3{StripeSize: 65536, StripeCount: 3, FirstOST: -1}, DefACL: "default-acl"}
+	rec := dtx.Record{ID: dtx.OpID{Coord: 0, Epoch: 1, Seq: 1}, Op: "mkdir",
+		Updates: []dtx.Update{{Kind: dtx.CreateInode, MDT: 1, Inode: wire.Marshal(nil, &dir)}}}
+	cfg := configV3{FSName: "four", OSTs: []proto.Target{{Kind: proto.KindOST, Index: 0, Addr: "x"}},
+		Default: layoutV3{StripeSize: 4 << 20, StripeCount: 1, FirstOST: -1}}
+	b := db.NewBatch()
+	for _, n := range []*inodeV4{&file, &dir} {
+		b.Set(inodeKey(n.Attr.FID), wire.Marshal(nil, n), nil)
+	}
+	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
+	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
+	b.Set(keyFormat, encode(&struct{ Format uint32 }{4}), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
+	for pass := 0; pass < 2; pass++ {
+		if err := m.upgradeFormat(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := m.getInode(fileFID)
+	if err != nil || n.Attr.Size != 99 || n.Attr.ACL != "file-acl" || n.Attr.Layout.String() != lay.current().String() ||
+		n.Attr.Layout.IsComposite() {
+		t.Fatalf("file after upgrade: %+v %v", n, err)
+	}
+	d, err := m.getInode(dirFID)
+	if err != nil || d.Attr.ACL != "dir-acl" || d.DefACL != "default-acl" || d.DefLayout.StripeCount != 3 {
+		t.Fatalf("directory after upgrade: %+v %v", d, err)
+	}
+	v, closer, err := db.Get(txnKey(rec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got dtx.Record
+	err = wire.Unmarshal(v, &got)
+	closer.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inRec inode
+	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.DefACL != "default-acl" {
+		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
+	}
+	v, closer, err = db.Get(keyConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c proto.Config
+	err = wire.Unmarshal(v, &c)
+	closer.Close()
+	if err != nil || c.FSName != "four" || c.Default.StripeSize != 4<<20 || len(c.OSTs) != 1 {
 		t.Fatalf("cluster map after upgrade: %+v %v", c, err)
 	}
 }

@@ -54,7 +54,25 @@ func appendLayout(b []byte, l *proto.Layout) []byte {
 		b = le.AppendUint32(b, o)
 	}
 	b = le.AppendUint16(b, l.ECData)
-	return le.AppendUint16(b, l.ECParity)
+	b = le.AppendUint16(b, l.ECParity)
+	b = wire.AppendLen(b, len(l.Comps))
+	for i := range l.Comps {
+		c := &l.Comps[i]
+		b = le.AppendUint64(b, c.Start)
+		b = le.AppendUint64(b, c.End)
+		b = le.AppendUint32(b, c.StripeSize)
+		b = le.AppendUint32(b, c.StripeCount)
+		b = le.AppendUint32(b, uint32(c.FirstOST))
+		b = le.AppendUint16(b, c.ECData)
+		b = le.AppendUint16(b, c.ECParity)
+		b = le.AppendUint32(b, c.Base)
+		if c.Inst {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
 }
 
 // UnmarshalWire implements wire.Unmarshaler.
@@ -92,4 +110,15 @@ func readLayout(w *wire.Reader, l *proto.Layout) {
 	}
 	l.ECData = w.Uint16()
 	l.ECParity = w.Uint16()
+	l.Comps = nil
+	if k := w.Len(); k > 0 {
+		l.Comps = make([]proto.Comp, k)
+		for i := range l.Comps {
+			c := &l.Comps[i]
+			c.Start, c.End = w.Uint64(), w.Uint64()
+			c.StripeSize, c.StripeCount, c.FirstOST = w.Uint32(), w.Uint32(), w.Int32()
+			c.ECData, c.ECParity = w.Uint16(), w.Uint16()
+			c.Base, c.Inst = w.Uint32(), w.Bool()
+		}
+	}
 }

@@ -20,6 +20,10 @@ func randomInode(rng *rand.Rand) *inode {
 		for range rng.IntN(4) {
 			l.OSTs = append(l.OSTs, rng.Uint32())
 		}
+		for range rng.IntN(3) {
+			l.Comps = append(l.Comps, proto.Comp{Start: rng.Uint64(), End: rng.Uint64(), StripeSize: rng.Uint32(), StripeCount: rng.Uint32(),
+				FirstOST: int32(rng.Uint32()), ECData: uint16(rng.Uint32()), ECParity: uint16(rng.Uint32()), Base: rng.Uint32(), Inst: rng.IntN(2) == 0})
+		}
 		return l
 	}
 	return &inode{

@@ -43,6 +43,9 @@ type Layout struct {
 	// ECData and ECParity are the data and parity units of an
 	// erasure-coded row (K and M of K+M); both 0 for plain striping.
 	ECData, ECParity uint16
+	// Comps are the components of a composite layout (pfl.go), in file
+	// order; nil for a plain one.
+	Comps []Comp
 }
 
 // IsEC reports whether l is erasure-coded.
@@ -55,6 +58,9 @@ func (l Layout) IsSet() bool { return l.StripeSize != 0 }
 // Validate checks a requested layout against the number of OSTs. A count
 // of -1 (all OSTs) must be resolved before calling it.
 func (l Layout) Validate(nOST int) error {
+	if l.IsComposite() {
+		return l.validateComposite(nOST)
+	}
 	switch {
 	case l.StripeSize == 0 || l.StripeSize%MinStripeSize != 0:
 		return fmt.Errorf("stripe size %d is not a positive multiple of 64 KiB: %w", l.StripeSize, syscall.EINVAL)
@@ -115,6 +121,15 @@ func (l Layout) validateEC(nOST int) error {
 // consistent, so a damaged or hostile reply fails with EIO instead of
 // crashing the client. Whether its OSTs exist is the cluster map's to say.
 func (l Layout) CheckFile() error {
+	if l.IsComposite() {
+		if l.StripeCount != uint32(len(l.OSTs)) || !l.Comps[0].Inst {
+			return fmt.Errorf("layout %q: %d OSTs for %d objects, first component without objects: %w", l, len(l.OSTs), l.StripeCount, syscall.EIO)
+		}
+		if err := l.validateComposite(1 << 30); err != nil {
+			return fmt.Errorf("layout %q: %v: %w", l, err, syscall.EIO)
+		}
+		return nil
+	}
 	if l.StripeCount == AllOSTs || int(l.StripeCount) != len(l.OSTs) {
 		return fmt.Errorf("layout %s: %d OSTs for stripe count %s: %w", l, len(l.OSTs), countString(l.StripeCount), syscall.EIO)
 	}
@@ -132,8 +147,12 @@ func countString(c uint32) string {
 }
 
 // Instantiate fixes the OST of each stripe, starting at FirstOST or, when
-// that is -1, at start.
+// that is -1, at start. A composite layout gets its first component's
+// objects only.
 func (l Layout) Instantiate(nOST int, start int) Layout {
+	if l.IsComposite() {
+		return l.InstantiateTo(1, nOST, start)
+	}
 	first := int(l.FirstOST)
 	if first < 0 {
 		first = start % nOST
@@ -151,6 +170,8 @@ func (l Layout) Instantiate(nOST int, start int) Layout {
 // "stripe_count=4 stripe_size=1048576 stripe_offset=-1 osts=0,1,2,3"; a
 // set may give any subset of the keys (osts is read-only). Erasure-coded
 // layouts add "ec=K+M" (stripe_count is then K+M); "ec=none" turns it off.
+// A composite layout is one line per component, each with
+// "extent=START-END" (END may be EOF) before the plain keys.
 const LayoutXattr = "lustre.lov"
 
 // AllOSTs as a stripe count means "stripe over every OST" (-c -1).
@@ -158,6 +179,9 @@ const AllOSTs = ^uint32(0)
 
 // String renders l in the LayoutXattr form.
 func (l Layout) String() string {
+	if l.IsComposite() {
+		return l.compositeString()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "stripe_count=%s stripe_size=%d stripe_offset=%d", countString(l.StripeCount), l.StripeSize, l.FirstOST)
 	if l.IsEC() {
@@ -179,9 +203,18 @@ func (l Layout) String() string {
 // in base; osts is ignored (the MDT chooses OSTs at create time). A
 // stripe_count without ec= makes the layout plain; ec=K+M without a
 // stripe_count sets it to K+M.
+//
+// A value with extent= keys is a composite layout (pfl.go); a plain value
+// set over a composite base starts from its first component.
 func ParseLayout(s string, base Layout) (Layout, error) {
+	if strings.Contains(s, "extent=") {
+		return parseComposite(s, base)
+	}
+	if base.IsComposite() {
+		base = base.Sub(0)
+	}
 	l := base
-	l.OSTs = nil
+	l.OSTs, l.Comps = nil, nil
 	var countSet, ecSet bool
 	for _, f := range strings.Fields(strings.TrimRight(s, "\x00")) {
 		k, v, ok := strings.Cut(f, "=")
