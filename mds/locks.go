@@ -316,6 +316,15 @@ func (m *MDT) changeTargets(method uint16, r *rpc.Request) (fids []proto.FID, bi
 			return nil, 0, nil, err
 		}
 		return []proto.FID{q.FID}, proto.LockUpdate | proto.LockLayout, nil, nil
+	case proto.MLayoutIntent:
+		// lustre.lov shows the new components: what other clients
+		// cached of it goes (their copies of the layout stay right
+		// below their own InstEnd, fs/pfl.go).
+		var q proto.LayoutIntentReq
+		if err = r.Decode(&q); err != nil {
+			return nil, 0, nil, err
+		}
+		return []proto.FID{q.FID}, proto.LockUpdate | proto.LockLayout, nil, nil
 	case proto.MLink:
 		var q proto.LinkReq
 		if err = r.Decode(&q); err != nil {
@@ -344,7 +353,7 @@ func (m *MDT) changeTargets(method uint16, r *rpc.Request) (fids []proto.FID, bi
 }
 
 // changeMethods are the requests wrapChanges takes locks for.
-var changeMethods = []uint16{proto.MSetattr, proto.MSetxattr, proto.MRemovexattr, proto.MLink, proto.MUnlink, proto.MRename}
+var changeMethods = []uint16{proto.MSetattr, proto.MSetxattr, proto.MRemovexattr, proto.MLink, proto.MUnlink, proto.MRename, proto.MLayoutIntent}
 
 // wrapChanges makes every change that others may have cached take the
 // server's locks first: other clients' metadata locks on what it touches

@@ -36,6 +36,7 @@ func (m *MDT) register() {
 	rpc.HandleFunc(s, proto.MStatfs, m.statfs)
 	rpc.HandleFunc(s, proto.MOpen, m.open)
 	rpc.HandleFunc(s, proto.MClose, m.close)
+	rpc.HandleFunc(s, proto.MLayoutIntent, m.layoutIntent)
 	rpc.HandleFunc(s, proto.MSync, func(ctx context.Context, _ *proto.SyncReq) (any, error) {
 		if err := m.flushAllPushes(ctx); err != nil {
 			return nil, err
@@ -399,7 +400,7 @@ func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (p
 	}
 	// A default wider than the OSTs there are shrinks to them; an
 	// erasure-coded one cannot (a row needs its K+M OSTs): Validate says so.
-	if !l.IsEC() && (l.StripeCount == proto.AllOSTs || l.StripeCount > uint32(nOST) && !req.IsSet()) {
+	if !l.IsEC() && !l.IsComposite() && (l.StripeCount == proto.AllOSTs || l.StripeCount > uint32(nOST) && !req.IsSet()) {
 		l.StripeCount = uint32(nOST)
 	}
 	if len(l.OSTs) == 0 {

@@ -342,7 +342,7 @@ func (m *MDT) setLayout(ctx context.Context, n *inode, value string) error {
 		if n.Attr.Size != 0 {
 			return fmt.Errorf("mdt%d: setstripe on %s: file has data: %w", m.cfg.Index, n.Attr.FID, syscall.EINVAL)
 		}
-		if l.StripeCount == proto.AllOSTs {
+		if l.StripeCount == proto.AllOSTs && !l.IsComposite() {
 			l.StripeCount = uint32(nOST)
 		}
 		n.Attr.Layout = l.Instantiate(nOST, int(m.rr.Add(1)-1))
