@@ -23,8 +23,9 @@ const copyMax = 1 << 30
 // one OST. It holds the read lock of the source range and the write lock
 // of the destination file meanwhile, after flushing what this client
 // has cached of either, so the copy sees every client's writes and every
-// client sees the copy. Erasure-coded files, on either side, are copied
-// through the client: a row's parity comes from all of its data.
+// client sees the copy. Erasure-coded and composite files, on either
+// side, are copied through the client: a row's parity comes from all of
+// its data, and a component may need objects first.
 func (f *File) CopyRange(ctx context.Context, src *File, inOff, outOff, n uint64) (uint64, error) {
 	n = min(n, copyMax)
 	if n == 0 {
@@ -40,7 +41,7 @@ func (f *File) CopyRange(ctx context.Context, src *File, inOff, outOff, n uint64
 	d.mu.Lock()
 	dLay := d.layout
 	d.mu.Unlock()
-	if sLay.IsEC() || dLay.IsEC() {
+	if sLay.IsEC() || dLay.IsEC() || sLay.IsComposite() || dLay.IsComposite() {
 		return f.copyThrough(ctx, src, inOff, outOff, n)
 	}
 	release, err := c.copyLocks(ctx, s, d, inOff, inOff+n)

@@ -75,6 +75,11 @@ func (f *File) fallocateObjects(ctx context.Context, obj uint8, off, end uint64)
 		return 0, err
 	}
 	defer release()
+	if obj != proto.FallocPunch {
+		if err := c.cover(ctx, st, end); err != nil {
+			return 0, err
+		}
+	}
 	if obj != proto.FallocAllocate {
 		// Cached data in the range goes out first, so the hole or the
 		// zeros are not overwritten by it later.
@@ -101,7 +106,7 @@ func (f *File) fallocateObjects(ctx context.Context, obj uint8, off, end uint64)
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for s, ost := range lay.OSTs {
-		from, to := layout.ObjectSize(lay, off, s), layout.ObjectSize(lay, end, s)
+		from, to := layout.ObjectRange(lay, off, end, s)
 		if to <= from {
 			continue
 		}

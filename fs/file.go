@@ -186,6 +186,9 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 			return View{}, err
 		}
 	}
+	if err := f.c.refreshLayout(ctx, st, uint64(off)+uint64(len(p))); err != nil {
+		return View{}, err
+	}
 	st.mu.Lock()
 	size, lay := st.size, st.layout
 	var pending []pendingBytes
@@ -245,6 +248,11 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 		for done := 0; done < ch.Len; {
 			ln := min(ch.Len-done, maxRPC)
 			buf := p[ch.FileOff-uint64(off)+uint64(done):][:ln]
+			if ch.Stripe == layout.NoObject {
+				clear(buf) // a component not instantiated: never written
+				done += ln
+				continue
+			}
 			obj := proto.ObjID{FID: st.fid, Stripe: uint32(ch.Stripe)}
 			ost := lay.OSTs[ch.Stripe]
 			objOff := ch.ObjOff + uint64(done)
@@ -310,6 +318,15 @@ func (f *File) Append(ctx context.Context, iovs [][]byte) (int, int64, error) {
 		return 0, 0, err
 	}
 	st.mu.Lock()
+	for end := st.size + uint64(total); st.layout.IsComposite() && end > st.layout.InstEnd(); end = st.size + uint64(total) {
+		// Another appender of this client may grow the file while
+		// st.mu is let go for the MDT: the end is looked at again.
+		st.mu.Unlock()
+		if err := c.cover(ctx, st, end); err != nil {
+			return 0, 0, err
+		}
+		st.mu.Lock()
+	}
 	defer st.mu.Unlock()
 	if err := c.waitForFileMemory(ctx, st); err != nil {
 		return 0, 0, err
@@ -349,6 +366,9 @@ func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error
 		return 0, err
 	}
 	defer release()
+	if err := c.cover(ctx, st, uint64(off)+uint64(total)); err != nil {
+		return 0, err
+	}
 	if err := c.waitForMemory(ctx, int64(total)+st.wb.size); err != nil {
 		return 0, err
 	}

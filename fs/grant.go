@@ -138,6 +138,9 @@ func chunkCharge(lay proto.Layout, size, idx int64) ([]uint32, int64) {
 		return lay.OSTs, int64(layout.ECOf(lay).Unit)
 	}
 	m := layout.Map(lay, uint64(idx*size), int(size))[0]
+	if m.Stripe == layout.NoObject {
+		return nil, 0 // never dirty: writes get their components first (pfl.go)
+	}
 	return lay.OSTs[m.Stripe : m.Stripe+1], size
 }
 

@@ -95,6 +95,11 @@ func (c *Client) noteRead(st *inodeState, off int64, n int, lk *heldLock) map[in
 		if lk != nil && lk.d.End != proto.LockEOF {
 			stop = min(stop, (int64(lk.d.End)/size)-1) // whole chunks under the lock only
 		}
+		if l := st.layout; l.IsComposite() {
+			// Past what this copy of the layout has instantiated, another
+			// client may have written since: a reader asks (pfl.go).
+			stop = min(stop, int64(l.InstEnd()/uint64(size))-1)
+		}
 		for idx := first; idx <= stop; idx++ {
 			if ra.chunks[idx] != nil || st.wb.dirty[idx] != nil || st.wb.flushing[idx] != nil {
 				continue
@@ -163,6 +168,10 @@ func (c *Client) fetchChunk(st *inodeState, idx int64) *raChunk {
 			return
 		}
 		m := layout.Map(lay, uint64(idx*size), int(size))[0]
+		if m.Stripe == layout.NoObject {
+			clear(ch.data)
+			return
+		}
 		ost := lay.OSTs[m.Stripe]
 		sem := c.ostSem(ost)
 		sem <- struct{}{}

@@ -70,7 +70,7 @@ func (c *Client) localView(st *inodeState, lay proto.Layout, off int64, n int) (
 		return View{}, false
 	}
 	m := layout.Map(lay, uint64(off), n)
-	if len(m) != 1 || m[0].Stripe >= len(lay.OSTs) {
+	if len(m) != 1 || m[0].Stripe == layout.NoObject || m[0].Stripe >= len(lay.OSTs) {
 		return View{}, false
 	}
 	ost := lay.OSTs[m[0].Stripe]

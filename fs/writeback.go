@@ -42,14 +42,26 @@ type writeback struct {
 }
 
 // chunkSize is the largest multiple of 64 KiB that divides the stripe size
-// and fits one RPC; for an erasure-coded file, a row (ec.go).
+// and fits one RPC; for an erasure-coded file, a row (ec.go); for a
+// composite one, that divides every component's stripe size and end too,
+// so no chunk spans two objects.
 func chunkSize(l proto.Layout) int64 {
 	if l.IsEC() && l.CheckFile() == nil {
 		return int64(layout.ECOf(l).RowSize())
 	}
-	ss := int64(l.StripeSize)
-	c := min(ss, maxRPC)
-	for c > proto.MinStripeSize && ss%c != 0 {
+	divides := func(c int64) bool {
+		if int64(l.StripeSize)%c != 0 {
+			return false
+		}
+		for _, cp := range l.Comps {
+			if int64(cp.StripeSize)%c != 0 || cp.End != proto.ExtentEOF && cp.End%uint64(c) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	c := min(int64(l.StripeSize), maxRPC)
+	for c > proto.MinStripeSize && !divides(c) {
 		c -= proto.MinStripeSize
 	}
 	return c
@@ -204,6 +216,9 @@ func (c *Client) requeue(st *inodeState, old *chunk) {
 // whole chunk.
 func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk) error {
 	m := layout.Map(lay, uint64(ch.idx*size), int(size))[0]
+	if m.Stripe == layout.NoObject {
+		return fmt.Errorf("flush %s at %d: no object holds it (a component not instantiated): %w", fid, ch.idx*size, syscall.EIO)
+	}
 	obj := proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}
 	ost := lay.OSTs[m.Stripe]
 	sem := c.ostSem(ost)
