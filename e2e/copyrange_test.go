@@ -171,7 +171,7 @@ func TestCopyFileRange(t *testing.T) {
 
 	// An erasure-coded destination is copied through the client.
 	ec := filepath.Join(mnt, "ec")
-	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "64k", ec)
+	sfRun(t, c, "setstripe", "--ec", "2+1", "-S", "64k", ec)
 	ecf := open(ec, os.O_RDWR)
 	if got := copyAll(t, sf, ecf, 0, 0, len(data)); got != len(data) {
 		t.Fatalf("copy to an EC file: %d bytes", got)

@@ -371,7 +371,7 @@ func TestUpLocalReads(t *testing.T) {
 	// a short last unit and holes included.
 	ec := filepath.Join(mnt, "ec")
 	must(t, os.Mkdir(ec, 0o755))
-	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "setstripe", "-E", "1+1", "-S", "64k", ec)
+	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "setstripe", "--ec", "1+1", "-S", "64k", ec)
 	before := clientCounter(t, mnt, "local_reads")
 	path = filepath.Join(ec, "f")
 	readBack(path, write(path, 700<<10+77, 0, 300<<10, 650<<10))

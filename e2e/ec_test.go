@@ -94,7 +94,7 @@ func TestECSurvivesLostOSTs(t *testing.T) {
 	mnt := c.MountFS()
 	dir := filepath.Join(mnt, "ec")
 	must(t, os.Mkdir(dir, 0o755))
-	sfRun(t, c, "setstripe", "-E", "4+2", "-S", "1M", dir)
+	sfRun(t, c, "setstripe", "--ec", "4+2", "-S", "1M", dir)
 	if out := sfRun(t, c, "getstripe", dir); !strings.Contains(out, "lmm_pattern:       ec") || !strings.Contains(out, "4+2") {
 		t.Fatalf("getstripe of the EC directory:\n%s", out)
 	}
@@ -106,7 +106,7 @@ func TestECSurvivesLostOSTs(t *testing.T) {
 	files = append(files, writeECFile(t, filepath.Join(dir, "holes"), 11<<20+7, 9<<20+5, 40))
 	// A file of its own geometry, and one cut in the middle of a row.
 	small := filepath.Join(mnt, "small")
-	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "64k", "-i", "4", small)
+	sfRun(t, c, "setstripe", "--ec", "2+1", "-S", "64k", "-i", "4", small)
 	files = append(files, writeECFile(t, small, 3<<20+999, 0, 41))
 	cut := writeECFile(t, filepath.Join(dir, "cut"), 9<<20, 0, 42)
 	must(t, os.Truncate(cut.path, 5<<20+333))
@@ -174,14 +174,14 @@ func TestECLayoutCommands(t *testing.T) {
 		{"0+2", "at least 1 data and 1 parity"},
 		{"4", "is not K+M"},
 	} {
-		out, err := exec.Command(c.Bin, "setstripe", "-E", tc.ec, filepath.Join(mnt, "x"+tc.ec)).CombinedOutput()
+		out, err := exec.Command(c.Bin, "setstripe", "--ec", tc.ec, filepath.Join(mnt, "x"+tc.ec)).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.msg) {
-			t.Errorf("setstripe -E %s: %v: %s (want %q)", tc.ec, err, out, tc.msg)
+			t.Errorf("setstripe --ec %s: %v: %s (want %q)", tc.ec, err, out, tc.msg)
 		}
 	}
-	out, err := exec.Command(c.Bin, "setstripe", "-E", "4+2", "-c", "4", filepath.Join(mnt, "y")).CombinedOutput()
+	out, err := exec.Command(c.Bin, "setstripe", "--ec", "4+2", "-c", "4", filepath.Join(mnt, "y")).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "does not match ec=4+2") {
-		t.Errorf("setstripe -E 4+2 -c 4: %v: %s", err, out)
+		t.Errorf("setstripe --ec 4+2 -c 4: %v: %s", err, out)
 	}
 	// Through the xattr, as lfs-style tools and programs set it.
 	p := filepath.Join(mnt, "z")
@@ -208,9 +208,9 @@ func TestECLayoutCommands(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(mnt, "ecbench.*")); len(left) > 0 {
 		t.Errorf("bench ec left %v", left)
 	}
-	out, err = exec.Command(c.Bin, "bench", "ec", "--mount", mnt, "-E", "5+2", "--size", "1MiB").CombinedOutput()
+	out, err = exec.Command(c.Bin, "bench", "ec", "--mount", mnt, "--ec", "5+2", "--size", "1MiB").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "7 OSTs") {
-		t.Errorf("bench ec -E 5+2 on 6 OSTs: %v: %s", err, out)
+		t.Errorf("bench ec --ec 5+2 on 6 OSTs: %v: %s", err, out)
 	}
 }
 
@@ -224,7 +224,7 @@ func TestECCrashBetweenDataAndParityWrites(t *testing.T) {
 	mnt := c.MountFS()
 	ctx := context.Background()
 	path := filepath.Join(mnt, "f")
-	sfRun(t, c, "setstripe", "-E", "4+2", "-S", "64k", path)
+	sfRun(t, c, "setstripe", "--ec", "4+2", "-S", "64k", path)
 	const unit, row = 64 << 10, 4 * 64 << 10
 	oldC := make([]byte, 3*row)
 	pattern(oldC, 0, 1)

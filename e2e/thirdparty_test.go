@@ -45,13 +45,15 @@ func TestDbench(t *testing.T) {
 
 // TestFioVerify writes with fio, random 4 KiB and sequential 1 MiB
 // blocks from 2 jobs, each block with a checksum, and reads every block
-// back to verify it: over a 4-OST striped layout, and erasure coded.
+// back to verify it: over a 4-OST striped layout, erasure coded, and a
+// composite (PFL) one whose components the writes instantiate.
 func TestFioVerify(t *testing.T) {
 	bin := needTool(t, "fio", "fio")
 	c, mnt := mount(t)
 	for _, l := range []struct{ name, setstripe string }{
 		{"striped", "-c 4 -S 1M"},
-		{"ec", "-E 2+1 -S 1M"},
+		{"ec", "--ec 2+1 -S 1M"},
+		{"pfl", "-E 1M -c 1 -S 64k -E 8M -c 2 -S 1M -E -1 -c -1"},
 	} {
 		dir := filepath.Join(mnt, l.name)
 		must(t, os.Mkdir(dir, 0o755))

@@ -51,20 +51,20 @@ func Walk(ctx context.Context, root string, p *Pred, emit func(path string)) err
 	})
 }
 
-// layoutOSTs reads the osts= field of a lustre.lov value.
+// layoutOSTs reads the osts= fields of a lustre.lov value: one, or one
+// per instantiated component of a composite layout.
 func layoutOSTs(lov string) []uint32 {
+	var out []uint32
 	for _, f := range strings.Fields(lov) {
 		if v, ok := strings.CutPrefix(f, "osts="); ok {
-			var out []uint32
 			for _, s := range strings.Split(v, ",") {
 				if n, err := strconv.ParseUint(s, 10, 32); err == nil {
 					out = append(out, uint32(n))
 				}
 			}
-			return out
 		}
 	}
-	return nil
+	return out
 }
 
 // needsStat reports whether p looks past names and types.

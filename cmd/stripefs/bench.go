@@ -97,7 +97,7 @@ it caused):
 Comparisons on a stripefs mount, in alternating rounds, with their ratios:
   bench dne       remote vs local mkdir (and with remote_sync=1), and mdtest
                   files on one MDT vs round-robin over the MDTs.
-  bench ec        ior write and read of an erasure-coded file (-E 4+2)
+  bench ec        ior write and read of an erasure-coded file (--ec 4+2)
                   against a plain one striped over as many OSTs.
                   e.g. bench ec --mount MNT --rounds 6
 

@@ -44,7 +44,7 @@ func benchECCmd() *cobra.Command {
 	var rounds int
 	var noFsync, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "ec --mount MNT [-E 4+2] [-S 1M] [--size 1GiB] [--rounds 3] [--no-fsync] [--json]",
+		Use:   "ec --mount MNT [--ec 4+2] [-S 1M] [--size 1GiB] [--rounds 3] [--no-fsync] [--json]",
 		Short: "Sequential write and read of an erasure-coded file against a plain one striped over as many OSTs, in one run",
 		Long: `Writes and reads SIZE with 1 MiB calls (bench ior -w -r -e) into a file of
 an erasure-coded K+M layout and into one plainly striped over K+M OSTs, in
@@ -59,7 +59,7 @@ and over all. Issue #6's target: a write ratio of at least 0.70 for 4+2.`,
 				return err
 			}
 			if k == 0 {
-				return fmt.Errorf("-E %s: give K+M, e.g. 4+2", ec)
+				return fmt.Errorf("--ec %s: give K+M, e.g. 4+2", ec)
 			}
 			if rounds < 1 {
 				return fmt.Errorf("--rounds %d: at least 1", rounds)

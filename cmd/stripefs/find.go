@@ -92,7 +92,7 @@ func parseFind(args []string) (root string, p *find.Pred, mode string, err error
 			mode = a[2:]
 			continue
 		case "--pool", "-pool":
-			return "", nil, "", fmt.Errorf("find: %s: stripefs has no OST pools (choose OSTs with setstripe -o)", a)
+			return "", nil, "", fmt.Errorf("find: %s: stripefs has no OST pools (choose the first OST with setstripe -i)", a)
 		}
 		if v, err = val(); err != nil {
 			return "", nil, "", err
