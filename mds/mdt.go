@@ -304,7 +304,7 @@ func Open(cfg Config) (*MDT, error) {
 	}
 	prevCounters := m.Srv.Counters
 	m.Srv.Counters = func() []rpc.Counter {
-		return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters(), m.locks.Counters())
+		return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters(), m.locks.Counters(), m.storeCounters())
 	}
 	m.wg.Add(2)
 	go m.committer()
@@ -707,3 +707,14 @@ func (m *MDT) config(ctx context.Context) (*proto.Config, error) {
 }
 
 var _ io.Closer = (*MDT)(nil)
+
+// storeCounters are the Pebble store's memory: its block cache (and the
+// bound it was given) and its memtables, gauges (_now) for Prometheus.
+func (m *MDT) storeCounters() []rpc.Counter {
+	met := m.db.Metrics()
+	return []rpc.Counter{
+		{Name: "block_cache_bytes_now", Value: met.BlockCache.Size},
+		{Name: "block_cache_bytes_max_now", Value: cmp.Or(m.cfg.CacheSize, DefaultCacheSize)},
+		{Name: "memtable_bytes_now", Value: int64(met.MemTable.Size)},
+	}
+}

@@ -54,5 +54,6 @@ func (s *Server) serveStats(ctx context.Context, r *Request) (Reply, error) {
 	if s.Counters != nil {
 		out.Counters = s.Counters()
 	}
+	out.Counters = append(out.Counters, ProcessCounters()...)
 	return Reply{Msg: out}, nil
 }

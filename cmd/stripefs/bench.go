@@ -119,6 +119,13 @@ Round trips:
                   local and remote, readdir of 1000), from its counters.
                   e.g. bench rpcs MNT/dir [--other MNT2/dir] --json
 
+Growth:
+  bench scale     creates many empty files in one directory, each --step a
+                  line: the create rate and every process's memory (RSS,
+                  the MDTs' block cache and memtables); then readdir and
+                  remove rates.
+                  e.g. bench scale MNT/dir --files 2000000 --step 100000
+
 A mount's daemon replaced under load:
   bench takeover  a read loop and a write loop on the mount while its daemon
                   is taken over (stripefs mount --takeover) several times:
@@ -132,7 +139,7 @@ OSTs without a client (obdfilter-survey):
                   OSTs' allocation, FIEMAP, grant and quota counters.
                   e.g. bench survey --data /tmp/sv --threads 4 --size 512MiB`,
 	}
-	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd(), flockBenchCmd(), takeoverBenchCmd(), rpcsBenchCmd())
+	cmd.AddCommand(baselineCmd(), seqioCmd(), metaCmd(), iorCmd(), nfswriteCmd(), surveyCmd(), benchMdtestCmd(), benchDNECmd(), benchECCmd(), pingpongCmd(), flockBenchCmd(), takeoverBenchCmd(), rpcsBenchCmd(), scaleBenchCmd())
 	return cmd
 }
 

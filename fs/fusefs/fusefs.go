@@ -20,6 +20,7 @@ import (
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/stats"
 )
 
@@ -435,7 +436,13 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 		// that write an MDT round trip.
 		return 0, fuse.ENOATTR
 	case stats.ClientXattr:
-		v, err = json.Marshal(&stats.Client{Methods: stats.Methods(f.c.Stats.Snapshot()), Counters: counterMap(f.c.Counters())})
+		// With the process's memory, as a server's stats carry it (the
+		// Prometheus endpoint has its own process collector).
+		counters := counterMap(f.c.Counters())
+		for _, pc := range rpc.ProcessCounters() {
+			counters[pc.Name] = pc.Value
+		}
+		v, err = json.Marshal(&stats.Client{Methods: stats.Methods(f.c.Stats.Snapshot()), Counters: counters})
 	case stats.MGSXattr:
 		v = []byte(f.c.MGS())
 	case stats.KeyFileXattr:

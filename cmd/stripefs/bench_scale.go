@@ -1,0 +1,40 @@
+package main
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stripefs/stripefs/bench"
+)
+
+func scaleBenchCmd() *cobra.Command {
+	c := bench.ScaleConfig{Files: 200_000, Step: 20_000, Procs: 4}
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "scale DIR [--files 200000] [--step 20000] [--procs 4] [--keep] [--json]",
+		Short: "Create rate and memory as one directory grows to many files",
+		Long: `Creates --files empty files in a new directory under DIR (on a stripefs
+mount), --procs at once, and after every --step files prints that step's
+create rate and the memory of each process of the filesystem: the mount,
+and each server process with the targets it serves (RSS, Go heap, and for
+MDTs the Pebble block cache against its bound and the memtables). Then it
+lists the directory once and removes the files (timed), unless --keep.
+The default takes a few minutes; the issue's target is --files 2000000
+--step 100000 (the last step's rate at least 0.8 of the first's).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c.Dir = args[0]
+			ctx, stop := interruptible()
+			defer stop()
+			res, err := bench.Scale(ctx, c)
+			return printResult(ctx, cmd.OutOrStdout(), asJSON, res, err, func(r *bench.ScaleResult) *time.Time { return &r.Time })
+		},
+	}
+	cmd.Flags().IntVar(&c.Files, "files", c.Files, "files to create")
+	cmd.Flags().IntVar(&c.Step, "step", c.Step, "files per reported step")
+	cmd.Flags().IntVar(&c.Procs, "procs", c.Procs, "creators at once")
+	cmd.Flags().BoolVar(&c.Keep, "keep", false, "leave the files")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	return cmd
+}
