@@ -320,11 +320,7 @@ func TestECFsx(t *testing.T) {
 	for _, d := range append([]string{""}, fsxDirs...) {
 		must(t, syscall.Setxattr(filepath.Join(mnt, "fsx", d), proto.LayoutXattr, []byte("stripe_size=65536 ec=2+1"), 0))
 	}
-	for x.op = 0; x.op < nops; x.op++ {
-		op := x.pickOp()
-		x.counts[op.name]++
-		op.run(x)
-	}
+	x.runOps()
 	t.Logf("fsx: %s", x.summary())
 	ec := 0
 	for _, p := range slices.Sorted(maps.Keys(x.files)) {
@@ -334,18 +330,9 @@ func TestECFsx(t *testing.T) {
 			ec++
 		}
 	}
-	x.begin("final: close every handle")
-	for len(x.handles) > 0 {
-		x.closeHandle(x.handles[0])
-	}
-	x.begin("final: compare both trees")
-	x.compareTree("")
 	t.Logf("fsx: %d erasure-coded files at the end; rows written whole %d, in part %d (%d read-modify-writes)", ec,
 		clientCounter(t, mnt, "ec_rows_full"), clientCounter(t, mnt, "ec_rows_partial"), clientCounter(t, mnt, "read_modify_writes"))
-	x.begin("final: remount and compare both trees")
-	c.Unmount()
-	c.MountFS()
-	x.compareTree("")
+	x.finish(c)
 	// Every erasure-coded file must survive the loss of any one OST.
 	if out, err := exec.Command(c.Bin, "scrub", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("scrub after fsx: %v\n%s", err, out)

@@ -73,16 +73,28 @@ func TestFsx(t *testing.T) {
 	t.Cleanup(x.closeQuietly) // runs before the cluster stops: a busy mount does not unmount
 
 	start := time.Now()
-	for x.op = 0; x.op < nops; x.op++ {
-		op := x.pickOp()
-		x.counts[op.name]++
-		op.run(x)
-	}
+	x.runOps()
 	t.Logf("fsx: %d operations in %v: %s", nops, time.Since(start).Round(time.Millisecond), x.summary())
 
 	for _, p := range slices.Sorted(maps.Keys(x.files)) {
 		t.Logf("fsx: final %s: %s", p, fsxPathLayout(filepath.Join(x.root[fsxMnt], p)))
 	}
+	x.finish(c)
+	t.Logf("fsx: done in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// runOps does the run's operations, each picked at random.
+func (x *fsx) runOps() {
+	for x.op = 0; x.op < x.nops; x.op++ {
+		op := x.pickOp()
+		x.counts[op.name]++
+		op.run(x)
+	}
+}
+
+// finish closes every handle and compares both trees, then again after
+// a remount of c, so data that only lived in the page cache is caught.
+func (x *fsx) finish(c *testcluster.Cluster) {
 	x.begin("final: close every handle")
 	for len(x.handles) > 0 {
 		x.closeHandle(x.handles[0])
@@ -93,7 +105,6 @@ func TestFsx(t *testing.T) {
 	c.Unmount()
 	c.MountFS()
 	x.compareTree("")
-	t.Logf("fsx: done in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // fsxOp is a kind of operation; it is picked with a probability

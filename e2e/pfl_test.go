@@ -303,11 +303,7 @@ func TestPFLFsx(t *testing.T) {
 	for _, d := range append([]string{""}, fsxDirs...) {
 		must(t, syscall.Setxattr(filepath.Join(mnt, "fsx", d), proto.LayoutXattr, []byte(lay), 0))
 	}
-	for x.op = 0; x.op < nops; x.op++ {
-		op := x.pickOp()
-		x.counts[op.name]++
-		op.run(x)
-	}
+	x.runOps()
 	t.Logf("fsx: %s", x.summary())
 	inst := map[int]int{}
 	for _, p := range slices.Sorted(maps.Keys(x.files)) {
@@ -318,15 +314,6 @@ func TestPFLFsx(t *testing.T) {
 		}
 	}
 	t.Logf("fsx: files by instantiated components: %v; layout_intents %d", inst, rpcCalls(t, mnt, "layout_intent"))
-	x.begin("final: close every handle")
-	for len(x.handles) > 0 {
-		x.closeHandle(x.handles[0])
-	}
-	x.begin("final: compare both trees")
-	x.compareTree("")
-	x.begin("final: remount and compare both trees")
-	c.Unmount()
-	c.MountFS()
-	x.compareTree("")
+	x.finish(c)
 	sfRun(t, c, "fsck", mnt)
 }

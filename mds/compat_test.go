@@ -58,28 +58,14 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	if err != nil || d.DefLayout.StripeCount != 4 || !d.DefDir.Set || d.Parent != proto.RootFID {
 		t.Fatalf("directory after upgrade: %+v %v", d, err)
 	}
-	v, closer, err := db.Get(txnKey(rec.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got dtx.Record
-	if err := wire.Unmarshal(v, &got); err != nil {
-		t.Fatal(err)
-	}
-	closer.Close()
+	got := stored[dtx.Record](t, db, txnKey(rec.ID))
 	var inRec inode
 	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.DefLayout.StripeSize != 65536 {
 		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
 	}
-	v, closer, err = db.Get(keyConfig)
-	if err != nil {
-		t.Fatal(err)
+	if c := stored[proto.Config](t, db, keyConfig); c.FSName != "old" || c.Default.StripeSize != 1<<20 || len(c.OSTs) != 1 {
+		t.Fatalf("cluster map after upgrade: %+v", c)
 	}
-	var c proto.Config
-	if err := wire.Unmarshal(v, &c); err != nil || c.FSName != "old" || c.Default.StripeSize != 1<<20 || len(c.OSTs) != 1 {
-		t.Fatalf("cluster map after upgrade: %+v %v", c, err)
-	}
-	closer.Close()
 	db.Close()
 
 	// A database marked with a newer format is refused, not misread.
@@ -145,16 +131,7 @@ func TestUpgradeFromFormat3(t *testing.T) {
 	if err != nil || d.Attr.Mode != sIFDIR|0o2775 || d.DefDir != dir.DefDir || !d.DefLayout.IsEC() || d.DefACL != "" {
 		t.Fatalf("directory after upgrade: %+v %v", d, err)
 	}
-	v, closer, err := db.Get(txnKey(rec.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got dtx.Record
-	err = wire.Unmarshal(v, &got)
-	closer.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := stored[dtx.Record](t, db, txnKey(rec.ID))
 	var inRec inode
 	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.Attr.FID != dirFID {
 		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
@@ -165,15 +142,8 @@ func TestUpgradeFromFormat3(t *testing.T) {
 	if xid, ok := dtx.DoneXID(got.Updates[2]); !ok || xid != 99 {
 		t.Fatalf("client_done in an update-log record changed: %+v", got.Updates[2])
 	}
-	v, closer, err = db.Get(keyConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c proto.Config
-	err = wire.Unmarshal(v, &c)
-	closer.Close()
-	if err != nil || c.FSName != "three" {
-		t.Fatalf("cluster map after upgrade: %+v %v", c, err)
+	if c := stored[proto.Config](t, db, keyConfig); c.FSName != "three" {
+		t.Fatalf("cluster map after upgrade: %+v", c)
 	}
 }
 
@@ -222,28 +192,27 @@ func TestUpgradeFromFormat4(t *testing.T) {
 	if err != nil || d.Attr.ACL != "dir-acl" || d.DefACL != "default-acl" || d.DefLayout.StripeCount != 3 {
 		t.Fatalf("directory after upgrade: %+v %v", d, err)
 	}
-	v, closer, err := db.Get(txnKey(rec.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got dtx.Record
-	err = wire.Unmarshal(v, &got)
-	closer.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := stored[dtx.Record](t, db, txnKey(rec.ID))
 	var inRec inode
 	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.DefACL != "default-acl" {
 		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
 	}
-	v, closer, err = db.Get(keyConfig)
+	if c := stored[proto.Config](t, db, keyConfig); c.FSName != "four" || c.Default.StripeSize != 4<<20 || len(c.OSTs) != 1 {
+		t.Fatalf("cluster map after upgrade: %+v", c)
+	}
+}
+
+// stored reads the record at key of db into a value of type T.
+func stored[T any](t *testing.T, db *pebble.DB, key []byte) T {
+	t.Helper()
+	var out T
+	v, closer, err := db.Get(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c proto.Config
-	err = wire.Unmarshal(v, &c)
-	closer.Close()
-	if err != nil || c.FSName != "four" || c.Default.StripeSize != 4<<20 || len(c.OSTs) != 1 {
-		t.Fatalf("cluster map after upgrade: %+v %v", c, err)
+	defer closer.Close()
+	if err := wire.Unmarshal(v, &out); err != nil {
+		t.Fatalf("%q: %v", key, err)
 	}
+	return out
 }
