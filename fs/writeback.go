@@ -213,7 +213,8 @@ func (c *Client) requeue(st *inodeState, old *chunk) {
 }
 
 // sendChunk writes a chunk's dirty ranges to its object: one RPC for a
-// whole chunk.
+// whole chunk, its scattered ranges (random small writes) as the extents
+// of one request, as Lustre's niobufs.
 func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk) error {
 	m := layout.Map(lay, uint64(ch.idx*size), int(size))[0]
 	if m.Stripe == layout.NoObject {
@@ -224,14 +225,24 @@ func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout,
 	sem := c.ostSem(ost)
 	sem <- struct{}{}
 	defer func() { <-sem }()
-	for _, r := range ch.dirty.Ranges() {
+	for ranges := ch.dirty.Ranges(); len(ranges) > 0; {
+		batch := ranges[:min(len(ranges), proto.MaxWriteExtents)]
+		ranges = ranges[len(batch):]
 		// The write carries owner and grant request (grant.go).
-		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(r.Start), ch.buf[r.Start:r.End])
+		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(batch[0].Start), ch.buf[batch[0].Start:batch[0].End])
+		if err == nil && len(batch) > 1 {
+			req := call.Req.(*proto.OWriteReq)
+			call.BulkOut = call.BulkOut[:0]
+			for _, r := range batch {
+				req.Extents = append(req.Extents, proto.Extent{Off: m.ObjOff + uint64(r.Start), Len: uint32(r.Len())})
+				call.BulkOut = append(call.BulkOut, ch.buf[r.Start:r.End])
+			}
+		}
 		if err == nil {
 			err = c.ostDo(ctx, ost, call)
 		}
 		if err != nil {
-			return fmt.Errorf("flush %s at %d: %w", fid, ch.idx*size+r.Start, err)
+			return fmt.Errorf("flush %s at %d: %w", fid, ch.idx*size+batch[0].Start, err)
 		}
 		c.noteGrant(ost, call)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 )
 
 // TestCoalescerAgainstFlatBuffer drives the write-back cache with random
@@ -107,4 +108,47 @@ func randomTruncate(t *testing.T, ctx context.Context, rng *rand.Rand, c *fs.Cli
 		return model[:size]
 	}
 	return append(model, make([]byte, size-len(model))...)
+}
+
+// TestScatteredWritesOneRPC: small writes scattered over one chunk go to
+// its OST as one request of several extents when the chunk is flushed,
+// and read back exact.
+func TestScatteredWritesOneRPC(t *testing.T) {
+	c, _ := startWith(t, 1, 1, fs.Options{})
+	ctx := context.Background()
+	_, f := createWithLayout(t, c, "scatter", "stripe_count=1 stripe_size=1048576")
+	want := make([]byte, 1<<20)
+	end := 0
+	writes0, asks0 := methodCalls(c.Stats.Snapshot(), proto.OWrite), fs.CounterOf(c, "grant_asks")
+	for i := range 40 {
+		off := (i * 7919 * 4096) % (1 << 20)
+		p := bytes.Repeat([]byte{byte(i + 1)}, 4096)
+		if _, err := f.WriteAt(ctx, p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		copy(want[off:], p)
+		end = max(end, off+len(p))
+	}
+	want = want[:end]
+	if err := f.Fsync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A first write to an OST asks for a grant with an empty write.
+	writes := methodCalls(c.Stats.Snapshot(), proto.OWrite) - writes0
+	if asks := fs.CounterOf(c, "grant_asks") - asks0; writes-asks != 1 {
+		t.Errorf("40 scattered 4 KiB writes to one chunk took %d ost_writes (%d of them grant asks), want 1 with data", writes, asks)
+	}
+	got := make([]byte, 1<<20)
+	if n, err := f.ReadAt(ctx, got, 0); n != len(want) || !bytes.Equal(got[:n], want) {
+		t.Fatalf("read back %d bytes (%v), want %d; equal %v", n, err, len(want), bytes.Equal(got[:n], want))
+	}
+}
+
+func methodCalls(s []rpc.MethodCount, method uint16) int64 {
+	for _, m := range s {
+		if m.Method == method {
+			return m.Calls
+		}
+	}
+	return 0
 }

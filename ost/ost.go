@@ -445,7 +445,44 @@ func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		return rpc.Reply{}, fmt.Errorf("ost%d: write: %v: %w", o.cfg.Index, err, syscall.EINVAL)
 	}
 	o.space.bind(r.Peer, req.Grant.Client)
+	if len(req.Extents) > 0 {
+		return o.writeExtents(ctx, req, r.Bulk)
+	}
 	return o.writeObject(ctx, req, r.Bulk)
+}
+
+// writeExtents writes each of req's extents from the bulk, in order: a
+// client's scattered small writes to one chunk in one round trip. A
+// failure leaves the extents before it written; the client sends the
+// whole request again, and writing the same bytes twice is harmless. The
+// reply is the last write's grant (the newest) with the largest end.
+func (o *OST) writeExtents(ctx context.Context, req proto.OWriteReq, bulk []byte) (rpc.Reply, error) {
+	total := uint64(0)
+	for _, e := range req.Extents {
+		total += uint64(e.Len)
+	}
+	switch {
+	case len(req.Tag) > 0 || len(req.Extents) > proto.MaxWriteExtents:
+		return rpc.Reply{}, fmt.Errorf("ost%d: write %s: %d extents (at most %d, and no tag): %w",
+			o.cfg.Index, req.Obj, len(req.Extents), proto.MaxWriteExtents, syscall.EINVAL)
+	case total != uint64(len(bulk)):
+		return rpc.Reply{}, fmt.Errorf("ost%d: write %s: extents of %d bytes, bulk of %d: %w",
+			o.cfg.Index, req.Obj, total, len(bulk), syscall.EINVAL)
+	}
+	out := &proto.OWriteReply{}
+	for _, e := range req.Extents {
+		one := req
+		one.Off, one.Extents = e.Off, nil
+		rep, err := o.writeObject(ctx, one, bulk[:e.Len])
+		if err != nil {
+			return rep, err
+		}
+		bulk = bulk[e.Len:]
+		if m, ok := rep.Msg.(*proto.OWriteReply); ok {
+			out.Grant, out.Size, out.OverQuota = m.Grant, max(out.Size, m.Size), out.OverQuota || m.OverQuota
+		}
+	}
+	return rpc.Reply{Msg: out}, nil
 }
 
 // writeObject writes data at req.Off of req.Obj: ost_write's work, and

@@ -389,8 +389,21 @@ type OWriteReq struct {
 	// NoCache says the data will not be read back soon (the parity of an
 	// erasure-coded row): the OST may write it around its page cache.
 	NoCache bool
+	// Extents, when not empty, are the ranges of the object the bulk
+	// fills, one after another (Lustre's niobufs): a chunk's scattered
+	// small writes go in one RPC. Off is then unused; no Tag.
+	Extents []Extent
 	// Bulk data follows the message.
 }
+
+// Extent is a range of an object.
+type Extent struct {
+	Off uint64
+	Len uint32
+}
+
+// MaxWriteExtents bounds the extents of one OWriteReq.
+const MaxWriteExtents = 1024
 
 // MaxTag bounds an OWriteReq tag.
 const MaxTag = 8 << 10

@@ -19,7 +19,7 @@ const (
 	Magic uint32 = 0x53465331 // "SFS1"
 	// Version is the protocol version exchanged at connect. Bump it when a
 	// message layout changes.
-	Version uint32 = 14 // 14: layouts carry components (PFL), layout_intent; 13: attributes carry the access ACL, create and mkdir the umask, create replies the owner and a write lock, closes give locks back, ost_copy; 12: statfs replies carry the target's flags and its filesystem's id; 11: pings, writes through that leave grants alone, OWriteReply.OverQuota; 10: authenticated hello (keys, roles, flavours), credentials in requests; 9: servers call clients back on their connections (callbacks), lock service; 8: create, mkdir, symlink and unlink replies carry the parent's attributes; 7: distributed records carry the client request (client_done), FlagResent; 6: fsck repairs carry what the scan saw
+	Version uint32 = 14 // 14: layouts carry components (PFL), layout_intent, ost_write of several extents; 13: attributes carry the access ACL, create and mkdir the umask, create replies the owner and a write lock, closes give locks back, ost_copy; 12: statfs replies carry the target's flags and its filesystem's id; 11: pings, writes through that leave grants alone, OWriteReply.OverQuota; 10: authenticated hello (keys, roles, flavours), credentials in requests; 9: servers call clients back on their connections (callbacks), lock service; 8: create, mkdir, symlink and unlink replies carry the parent's attributes; 7: distributed records carry the client request (client_done), FlagResent; 6: fsck repairs carry what the scan saw
 
 	HeaderSize = 56
 	// MaxMsg bounds the message part of a frame.
