@@ -45,6 +45,11 @@ type MdtestConfig struct {
 	Create bool `json:"create_only,omitempty"`
 	Stat   bool `json:"stat_only,omitempty"`
 	Remove bool `json:"remove_only,omitempty"`
+	// WriteBytes and ReadBytes (mdtest's -w and -e) are what each file's
+	// creation writes and a "file read" phase, after the stats, reads
+	// back (mdtest-hard writes and reads 3901 bytes).
+	WriteBytes int `json:"write_bytes,omitempty"`
+	ReadBytes  int `json:"read_bytes,omitempty"`
 	// Meter, if set, counts the items done, for a progress bar.
 	Meter *Meter `json:"-"`
 }
@@ -82,6 +87,10 @@ func (c *MdtestConfig) Validate() error {
 		return fmt.Errorf("mdtest: --procs must be 1 to 4096, got %d", c.Procs)
 	case c.DirsOnly && c.FilesOnly:
 		return fmt.Errorf("mdtest: -D and -F exclude each other")
+	case c.WriteBytes < 0 || c.ReadBytes < 0 || c.WriteBytes > 1<<30 || c.ReadBytes > 1<<30:
+		return fmt.Errorf("mdtest: -w and -e must be 0 to 1 GiB")
+	case c.ReadBytes > 0 && c.DirsOnly:
+		return fmt.Errorf("mdtest: -e reads files; -D has none")
 	case c.MDTIndex < -2 || c.TreeMDTIndex < -2:
 		return fmt.Errorf("mdtest: MDT indexes must be an index, -1 (round-robin) or unset")
 	}
@@ -107,6 +116,7 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 		op   func(path string) error
 	}
 	var phases []phase
+	data := make([]byte, cfg.WriteBytes) // what each file's creation writes: zeros, as mdtest's
 	if !cfg.FilesOnly {
 		phases = append(phases,
 			phase{"directory creation", true, func(p string) error { return unix.Mkdir(p, 0o755) }},
@@ -117,20 +127,43 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 		phases = append(phases,
 			phase{"file creation", false, func(p string) error {
 				fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY, 0o644)
-				if err == nil {
-					err = unix.Close(fd)
+				if err != nil {
+					return err
+				}
+				if cfg.WriteBytes > 0 {
+					err = writeAll(fd, data)
+				}
+				if cerr := unix.Close(fd); err == nil {
+					err = cerr
 				}
 				return err
 			}},
-			phase{"file stat", false, func(p string) error { var st unix.Stat_t; return unix.Lstat(p, &st) }},
-			phase{"file removal", false, func(p string) error { return unix.Unlink(p) }})
+			phase{"file stat", false, func(p string) error { var st unix.Stat_t; return unix.Lstat(p, &st) }})
+		if cfg.ReadBytes > 0 {
+			phases = append(phases, phase{"file read", false, func(p string) error {
+				fd, err := unix.Open(p, unix.O_RDONLY, 0)
+				if err != nil {
+					return err
+				}
+				buf := make([]byte, cfg.ReadBytes)
+				n, err := unix.Read(fd, buf)
+				if cerr := unix.Close(fd); err == nil {
+					err = cerr
+				}
+				if err == nil && n != min(cfg.ReadBytes, cfg.WriteBytes) {
+					err = fmt.Errorf("read %d bytes, want %d", n, min(cfg.ReadBytes, cfg.WriteBytes))
+				}
+				return err
+			}})
+		}
+		phases = append(phases, phase{"file removal", false, func(p string) error { return unix.Unlink(p) }})
 	}
 	if cfg.Create || cfg.Stat || cfg.Remove {
 		phases = slices.DeleteFunc(phases, func(ph phase) bool {
 			switch {
 			case strings.HasSuffix(ph.name, "creation"):
 				return !cfg.Create
-			case strings.HasSuffix(ph.name, "stat"):
+			case strings.HasSuffix(ph.name, "stat"), strings.HasSuffix(ph.name, "read"):
 				return !cfg.Stat
 			}
 			return !cfg.Remove
@@ -214,6 +247,18 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 		res.Phases = append(res.Phases, *s)
 	}
 	return res, nil
+}
+
+// writeAll writes b to fd, however the kernel splits it.
+func writeAll(fd int, b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
 }
 
 // placeSubdirs sets where new subdirectories of dir go (idx -2: leave it).

@@ -64,3 +64,44 @@ func TestMdtestPhases(t *testing.T) {
 		}
 	}
 }
+
+// TestMdtestWriteRead: -w writes each file's bytes at creation and -e
+// reads them back in a phase of its own, between stat and removal; a
+// file shorter than -e asks is an error only when -w said otherwise.
+func TestMdtestWriteRead(t *testing.T) {
+	ctx := context.Background()
+	cfg := MdtestConfig{Dir: t.TempDir(), Items: 4, Iterations: 1, Procs: 2, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: -2,
+		WriteBytes: 3901, ReadBytes: 3901, Create: true}
+	if _, err := Mdtest(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(cfg.Dir, "mdtest_tree.0", "mdtest.file.1.3"))
+	if err != nil || st.Size() != 3901 {
+		t.Fatalf("a created file: %v, %v (want 3901 bytes)", st, err)
+	}
+	cfg.Create, cfg.Stat, cfg.Remove = false, false, false
+	cfg.Dir = t.TempDir()
+	r, err := Mdtest(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range r.Phases {
+		got = append(got, p.Phase)
+	}
+	if want := []string{"file creation", "file stat", "file read", "file removal"}; !slices.Equal(got, want) {
+		t.Fatalf("phases %v, want %v", got, want)
+	}
+	if r.Phase("file read") <= 0 {
+		t.Fatal("no read rate")
+	}
+	cfg.ReadBytes, cfg.WriteBytes = 100, 10
+	cfg.Dir = t.TempDir()
+	if _, err := Mdtest(ctx, cfg); err != nil {
+		t.Fatalf("-e 100 of 10-byte files: %v (mdtest reads what is there)", err)
+	}
+	cfg.DirsOnly, cfg.FilesOnly = true, false
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("-e with -D accepted")
+	}
+}

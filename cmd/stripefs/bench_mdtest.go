@@ -21,7 +21,7 @@ func benchMdtestCmd() *cobra.Command {
 	var asJSON bool
 	var plotFile string
 	cmd := &cobra.Command{
-		Use:   "mdtest -d DIR -n ITEMS [-i ITERATIONS] [-u] [--procs N] [-D | -F] [-C] [-T] [-r] [--mdt-index K]",
+		Use:   "mdtest -d DIR -n ITEMS [-i ITERATIONS] [-u] [--procs N] [-D | -F] [-C] [-T] [-r] [-w BYTES] [-e BYTES] [--mdt-index K]",
 		Short: "mdtest-style metadata benchmark: create, stat and remove directories and files",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -61,6 +61,8 @@ func benchMdtestCmd() *cobra.Command {
 	f.IntVarP(&cfg.Iterations, "iterations", "i", 1, "iterations")
 	f.IntVar(&cfg.Procs, "procs", 1, "parallel tasks")
 	f.BoolVarP(&cfg.Unique, "unique", "u", false, "a directory per task")
+	f.IntVarP(&cfg.WriteBytes, "write-bytes", "w", 0, "bytes each file's creation writes (mdtest-hard: 3901)")
+	f.IntVarP(&cfg.ReadBytes, "read-bytes", "e", 0, "bytes a file read phase reads back from each file")
 	f.BoolVarP(&cfg.DirsOnly, "dirs-only", "D", false, "directories only")
 	f.BoolVarP(&cfg.FilesOnly, "files-only", "F", false, "files only")
 	f.BoolVar(&cfg.DropCaches, "drop-caches", false, "drop the kernel's dentries and inodes before each stat and removal phase (root)")
