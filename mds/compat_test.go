@@ -32,21 +32,7 @@ func TestUpgradeFromFormat2(t *testing.T) {
 		Updates: []dtx.Update{{Kind: dtx.CreateInode, MDT: 1, Inode: wire.Marshal(nil, &dir)}}}
 	cfg := configV2{FSName: "old", OSTs: []proto.Target{{Kind: proto.KindOST, Index: 0, Addr: "x"}},
 		Default: layoutV2{StripeSize: 1 << 20, StripeCount: 1, FirstOST: -1}}
-	b := db.NewBatch()
-	for _, n := range []*inodeV2{&file, &dir, &root} {
-		b.Set(inodeKey(n.Attr.FID), wire.Marshal(nil, n), nil)
-	}
-	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
-	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
-	for pass := 0; pass < 2; pass++ { // the second finds the format key
-		if err := m.upgradeFormat(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m := upgradeOld(t, db, 0, rec, cfg, map[proto.FID]inodeV2{fileFID: file, dirFID: dir, proto.RootFID: root})
 	n, err := m.getInode(fileFID)
 	if err != nil {
 		t.Fatal(err)
@@ -107,22 +93,7 @@ func TestUpgradeFromFormat3(t *testing.T) {
 		dtx.Done(0, "client-1", 99, 1),
 	}}
 	cfg := configV3{FSName: "three", Default: layoutV3{StripeSize: 1 << 20, StripeCount: 1, FirstOST: -1}}
-	b := db.NewBatch()
-	for _, n := range []*inodeV3{&file, &dir} {
-		b.Set(inodeKey(n.Attr.FID), wire.Marshal(nil, n), nil)
-	}
-	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
-	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
-	b.Set(keyFormat, encode(&struct{ Format uint32 }{3}), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
-	for pass := 0; pass < 2; pass++ {
-		if err := m.upgradeFormat(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m := upgradeOld(t, db, 3, rec, cfg, map[proto.FID]inodeV3{fileFID: file, dirFID: dir})
 	n, err := m.getInode(fileFID)
 	if err != nil || n.Attr.Size != 4321 || n.Attr.Uid != 7 || n.Attr.Layout.String() != lay.current().String() || n.Attr.ACL != "" {
 		t.Fatalf("file after upgrade: %+v %v", n, err)
@@ -167,22 +138,7 @@ func TestUpgradeFromFormat4(t *testing.T) {
 		Updates: []dtx.Update{{Kind: dtx.CreateInode, MDT: 1, Inode: wire.Marshal(nil, &dir)}}}
 	cfg := configV3{FSName: "four", OSTs: []proto.Target{{Kind: proto.KindOST, Index: 0, Addr: "x"}},
 		Default: layoutV3{StripeSize: 4 << 20, StripeCount: 1, FirstOST: -1}}
-	b := db.NewBatch()
-	for _, n := range []*inodeV4{&file, &dir} {
-		b.Set(inodeKey(n.Attr.FID), wire.Marshal(nil, n), nil)
-	}
-	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
-	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
-	b.Set(keyFormat, encode(&struct{ Format uint32 }{4}), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
-	for pass := 0; pass < 2; pass++ {
-		if err := m.upgradeFormat(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m := upgradeOld(t, db, 4, rec, cfg, map[proto.FID]inodeV4{fileFID: file, dirFID: dir})
 	n, err := m.getInode(fileFID)
 	if err != nil || n.Attr.Size != 99 || n.Attr.ACL != "file-acl" || n.Attr.Layout.String() != lay.current().String() ||
 		n.Attr.Layout.IsComposite() {
@@ -215,4 +171,30 @@ func stored[T any](t *testing.T, db *pebble.DB, key []byte) T {
 		t.Fatalf("%q: %v", key, err)
 	}
 	return out
+}
+
+// upgradeOld stores what format's code stored (0: format 2, which had no
+// marker): inodes in their old form, an update-log record and a cluster
+// map; then opens the upgrade twice (the second finds the marker).
+func upgradeOld[I, C any](t *testing.T, db *pebble.DB, format uint32, rec dtx.Record, cfg C, inodes map[proto.FID]I) *MDT {
+	t.Helper()
+	b := db.NewBatch()
+	for fid, n := range inodes {
+		b.Set(inodeKey(fid), wire.Marshal(nil, &n), nil)
+	}
+	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
+	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
+	if format != 0 {
+		b.Set(keyFormat, encode(&struct{ Format uint32 }{format}), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
+	for pass := 0; pass < 2; pass++ {
+		if err := m.upgradeFormat(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
 }
