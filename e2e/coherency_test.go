@@ -254,7 +254,7 @@ func TestECTwoWriters(t *testing.T) {
 	c, mnts := coherent(t, 2)
 	dir := filepath.Join(mnts[0], "ec")
 	must(t, os.Mkdir(dir, 0o755))
-	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "64k", dir)
+	sfRun(t, c, "setstripe", "--ec", "2+1", "-S", "64k", dir)
 	const unit, rows = 64 << 10, 24
 	want := make([]byte, rows*2*unit)
 	fa, err := os.OpenFile(filepath.Join(dir, "f"), os.O_CREATE|os.O_WRONLY, 0o644)
@@ -668,7 +668,7 @@ func TestKilledECWriterLeavesNoTornRow(t *testing.T) {
 	pb, b := c.MountAt("mntb")
 	dir := filepath.Join(a, "ec")
 	must(t, os.Mkdir(dir, 0o755))
-	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "64k", dir)
+	sfRun(t, c, "setstripe", "--ec", "2+1", "-S", "64k", dir)
 	const row = 128 << 10
 	want := make([]byte, 16*row)
 	pattern(want, 0, 7)

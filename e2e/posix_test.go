@@ -415,7 +415,7 @@ func TestFallocateLikeLocal(t *testing.T) {
 	// punching and zeroing would need the rows' parity rewritten.
 	dir := filepath.Join(mnt, "ec")
 	must(t, os.Mkdir(dir, 0o755))
-	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "1M", dir)
+	sfRun(t, c, "setstripe", "--ec", "2+1", "-S", "1M", dir)
 	ec, err := os.Create(filepath.Join(dir, "e"))
 	must(t, err)
 	defer ec.Close()

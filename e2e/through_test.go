@@ -23,7 +23,7 @@ func TestThroughMount(t *testing.T) {
 	must(t, os.Mkdir(plain, 0o755))
 	must(t, os.Mkdir(ec, 0o755))
 	sfRun(t, c, "setstripe", "-c", "3", "-S", "1M", plain)
-	sfRun(t, c, "setstripe", "-E", "2+1", "-S", "1M", ec)
+	sfRun(t, c, "setstripe", "--ec", "2+1", "-S", "1M", ec)
 	ctx := context.Background()
 	for _, dir := range []string{plain, ec} {
 		cfg := bench.ThroughConfig{Dir: dir, Size: 8 << 20, Streams: 2, Rounds: 1}
