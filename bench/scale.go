@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,10 @@ type ScaleConfig struct {
 	Step  int    `json:"step"`  // files per reported step
 	Procs int    `json:"procs"` // creators at once
 	Keep  bool   `json:"keep"`  // leave the files (else they are removed, and timed)
+	// Lookups is how many files, picked at random among those made so
+	// far, are stat'ed after each step with the kernel's dentries dropped
+	// first (as root): the MDT's lookup cost as the directory grows.
+	Lookups int `json:"lookups"`
 }
 
 // ProcessMemory is one process of the filesystem as a step left it:
@@ -40,6 +45,7 @@ type ScaleStep struct {
 	Files   int             `json:"files"` // created so far
 	Seconds float64         `json:"seconds"`
 	Rate    float64         `json:"creates_s"`
+	Lookups float64         `json:"lookups_s,omitempty"`
 	Memory  []ProcessMemory `json:"memory"`
 }
 
@@ -59,9 +65,10 @@ type ScaleResult struct {
 
 // Scale creates cfg.Files empty files in one new directory under cfg.Dir
 // (open O_CREAT|O_EXCL and close, cfg.Procs at once), reporting each
-// cfg.Step files the step's rate and the memory of every process of the
-// filesystem (from the mount's and the servers' stats); then lists the
-// directory once and removes the files, unless cfg.Keep.
+// cfg.Step files the step's rate, the rate of cfg.Lookups stats of files
+// made so far, and the memory of every process of the filesystem (from
+// the mount's and the servers' stats); then lists the directory once and
+// removes the files, unless cfg.Keep.
 func Scale(ctx context.Context, cfg ScaleConfig) (res *ScaleResult, err error) {
 	switch {
 	case cfg.Files <= 0 || cfg.Files > MaxFiles:
@@ -110,11 +117,16 @@ func Scale(ctx context.Context, cfg ScaleConfig) (res *ScaleResult, err error) {
 			return res, fmt.Errorf("scale: create: %w", err)
 		}
 		created += n
-		mem, err := processMemory(ctx, cfg.Dir)
-		if err != nil {
+		step := ScaleStep{Files: created, Seconds: secs, Rate: float64(n) / secs}
+		if cfg.Lookups > 0 {
+			if step.Lookups, err = lookups(ctx, work, cfg.Procs, cfg.Lookups, created); err != nil {
+				return res, fmt.Errorf("scale: %w", err)
+			}
+		}
+		if step.Memory, err = processMemory(ctx, cfg.Dir); err != nil {
 			return res, fmt.Errorf("scale: %w", err)
 		}
-		res.Steps = append(res.Steps, ScaleStep{Files: created, Seconds: secs, Rate: float64(n) / secs, Memory: mem})
+		res.Steps = append(res.Steps, step)
 	}
 	if len(res.Steps) > 1 {
 		res.LastToFirst = res.Steps[len(res.Steps)-1].Rate / res.Steps[0].Rate
@@ -144,6 +156,23 @@ func removeMissing(err error) error {
 }
 
 func scaleName(dir string, i int) string { return filepath.Join(dir, "f"+strconv.Itoa(i)) }
+
+// lookups stats n files picked at random among the first created in
+// work, procs at a time, after dropping the kernel's dentries and inodes
+// when it may (root), and returns the rate.
+func lookups(ctx context.Context, work string, procs, n, created int) (float64, error) {
+	_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0) // not root: the kernel's cache may answer some
+	pick := rand.Perm(created)[:min(n, created)]
+	start := time.Now()
+	err := forEach(ctx, procs, 0, len(pick), func(i int) error {
+		_, err := os.Lstat(scaleName(work, pick[i]))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("lookup: %w", err)
+	}
+	return float64(len(pick)) / time.Since(start).Seconds(), nil
+}
 
 // forEach runs f(i) for every i in [from, to), procs at a time, and
 // stops at the first error (or ctx's end).
@@ -215,7 +244,11 @@ func (r *ScaleResult) WriteTable(w io.Writer) error {
 				mem[i] += fmt.Sprintf(" (cache %s of %s, memtables %s)", mib(m.BlockCache), mib(m.BlockCacheMax), mib(m.Memtables))
 			}
 		}
-		fmt.Fprintf(w, "  %9d files  %8.0f creates/s  rss: %s\n", s.Files, s.Rate, strings.Join(mem, ", "))
+		look := ""
+		if s.Lookups > 0 {
+			look = fmt.Sprintf("  %8.0f lookups/s", s.Lookups)
+		}
+		fmt.Fprintf(w, "  %9d files  %8.0f creates/s%s  rss: %s\n", s.Files, s.Rate, look, strings.Join(mem, ", "))
 	}
 	if r.LastToFirst > 0 {
 		fmt.Fprintf(w, "  last step / first step: %.2f\n", r.LastToFirst)

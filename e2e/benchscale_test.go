@@ -15,7 +15,7 @@ import (
 // a readdir that found every file, and nothing left behind.
 func TestBenchScale(t *testing.T) {
 	c, mnt := mount(t)
-	out := sfRun(t, c, "bench", "scale", mnt, "--files", "300", "--step", "100", "--procs", "3", "--json")
+	out := sfRun(t, c, "bench", "scale", mnt, "--files", "300", "--step", "100", "--procs", "3", "--lookups", "50", "--json")
 	var res bench.ScaleResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("bench scale --json: %v\n%s", err, out)
@@ -31,8 +31,8 @@ func TestBenchScale(t *testing.T) {
 				t.Errorf("step %d: %s without memory figures: %+v", s.Files, m.Process, m)
 			}
 		}
-		if s.Rate <= 0 || len(procs) != 1+len(c.MDTs)+len(c.OSTs) {
-			t.Fatalf("step %d: rate %.0f, processes %v (want the mount and %d servers)", s.Files, s.Rate, s.Memory, len(c.MDTs)+len(c.OSTs))
+		if s.Rate <= 0 || s.Lookups <= 0 || len(procs) != 1+len(c.MDTs)+len(c.OSTs) {
+			t.Fatalf("step %d: rate %.0f, lookups %.0f, processes %v (want the mount and %d servers)", s.Files, s.Rate, s.Lookups, s.Memory, len(c.MDTs)+len(c.OSTs))
 		}
 		if m := procs["mdt0"]; m.BlockCacheMax != 256<<20 {
 			t.Errorf("step %d: mdt0's block cache bound %d, want the default 256 MiB", s.Files, m.BlockCacheMax)

@@ -9,14 +9,16 @@ import (
 )
 
 func scaleBenchCmd() *cobra.Command {
-	c := bench.ScaleConfig{Files: 200_000, Step: 20_000, Procs: 4}
+	c := bench.ScaleConfig{Files: 200_000, Step: 20_000, Procs: 4, Lookups: 2000}
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "scale DIR [--files 200000] [--step 20000] [--procs 4] [--keep] [--json]",
+		Use:   "scale DIR [--files 200000] [--step 20000] [--procs 4] [--lookups 2000] [--keep] [--json]",
 		Short: "Create rate and memory as one directory grows to many files",
 		Long: `Creates --files empty files in a new directory under DIR (on a stripefs
 mount), --procs at once, and after every --step files prints that step's
-create rate and the memory of each process of the filesystem: the mount,
+create rate, the rate of --lookups stats of files picked at random among
+those made (the kernel's dentries dropped first, as root), and the memory
+of each process of the filesystem: the mount,
 and each server process with the targets it serves (RSS, Go heap, and for
 MDTs the Pebble block cache against its bound and the memtables). Then it
 lists the directory once and removes the files (timed), unless --keep.
@@ -35,6 +37,7 @@ The default takes a few minutes; the issue's target is --files 2000000
 	cmd.Flags().IntVar(&c.Step, "step", c.Step, "files per reported step")
 	cmd.Flags().IntVar(&c.Procs, "procs", c.Procs, "creators at once")
 	cmd.Flags().BoolVar(&c.Keep, "keep", false, "leave the files")
+	cmd.Flags().IntVar(&c.Lookups, "lookups", c.Lookups, "files stat'ed at random after each step, dentries dropped first (0: none)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return cmd
 }
