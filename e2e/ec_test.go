@@ -77,11 +77,17 @@ func verifyEC(t *testing.T, what string, files []ecFile) {
 
 func clientCounter(t *testing.T, mnt, name string) int64 {
 	t.Helper()
+	return clientStats(t, mnt).Counters[name]
+}
+
+// clientStats is what the mount at mnt reports of itself.
+func clientStats(t *testing.T, mnt string) stats.Client {
+	t.Helper()
 	b, err := xattr.Get(mnt, stats.ClientXattr)
 	must(t, err)
 	var cl stats.Client
 	must(t, json.Unmarshal(b, &cl))
-	return cl.Counters[name]
+	return cl
 }
 
 // TestECSurvivesLostOSTs writes files under an EC 4+2 layout on 6 OSTs,

@@ -17,7 +17,6 @@ import (
 
 	"github.com/stripefs/stripefs/internal/testcluster"
 	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/stats"
 )
 
 // Composite layouts (Lustre's PFL): components get objects as files grow
@@ -66,14 +65,7 @@ func pflInit(t *testing.T, c *testcluster.Cluster, path string) int {
 // rpcCalls is how many calls of method the mount at mnt has made.
 func rpcCalls(t *testing.T, mnt, method string) int64 {
 	t.Helper()
-	b, err := unix.Getxattr(mnt, stats.ClientXattr, nil)
-	must(t, err)
-	buf := make([]byte, b+4096)
-	n, err := unix.Getxattr(mnt, stats.ClientXattr, buf)
-	must(t, err)
-	var cl stats.Client
-	must(t, json.Unmarshal(buf[:n], &cl))
-	for _, m := range cl.Methods {
+	for _, m := range clientStats(t, mnt).Methods {
 		if m.Name == method {
 			return m.Calls
 		}
