@@ -29,11 +29,12 @@ var pflLayout = []string{"-E", "1M", "-c", "1", "-E", "8M", "-c", "2", "-E", "-1
 
 // pflComp is one component as getstripe --json shows it.
 type pflComp struct {
-	Flags string   `json:"lcme_flags"`
-	Start uint64   `json:"lcme_extent.e_start"`
-	End   string   `json:"lcme_extent.e_end"`
-	Count int32    `json:"lmm_stripe_count"`
-	OSTs  []string `json:"osts"`
+	Flags   string   `json:"lcme_flags"`
+	Start   uint64   `json:"lcme_extent.e_start"`
+	End     string   `json:"lcme_extent.e_end"`
+	Count   int32    `json:"lmm_stripe_count"`
+	Pattern string   `json:"lmm_pattern"`
+	OSTs    []string `json:"osts"`
 }
 
 // pflComps is getstripe --json's list of components of path.
@@ -236,8 +237,8 @@ func TestPFL(t *testing.T) {
 }
 
 // TestPFLBadLayouts checks that layouts whose components overlap, leave
-// gaps, come out of order, end off their stripe size or ask for what is
-// not built are refused with EINVAL and a message, by setstripe and by
+// gaps, come out of order, end off their stripe size, put data on the MDT
+// past its limit or ask for what is not built are refused with EINVAL and a message, by setstripe and by
 // the xattr itself.
 func TestPFLBadLayouts(t *testing.T) {
 	c := testcluster.Start(t, 1, 2)
@@ -250,7 +251,8 @@ func TestPFLBadLayouts(t *testing.T) {
 		{[]string{"-E", "-1", "-E", "8M"}, "reaches EOF but is not the last"},
 		{[]string{"-E", "1536k", "-S", "1M", "-E", "-1"}, "not a multiple of its stripe size"},
 		{[]string{"-E", "1M", "-E", "-1", "--ec", "1+1"}, "erasure coding within a composite layout"},
-		{[]string{"-E", "1M", "-L", "mdt", "-E", "-1"}, "Data-on-MDT"},
+		{[]string{"-E", "2M", "-L", "mdt", "-E", "-1"}, "the MDT allows at most 1048576"},
+		{[]string{"-E", "1M", "-E", "2M", "-L", "mdt", "-E", "-1"}, "only the first component may be on the MDT"},
 		{[]string{"-E", "2+1"}, "erasure coding is --ec"},
 	} {
 		out, err := exec.Command(c.Bin, append(append([]string{"setstripe"}, tc.args...), filepath.Join(mnt, "x"))...).CombinedOutput()

@@ -338,6 +338,10 @@ func (c *Client) Close() error {
 }
 
 func (c *Client) target(ctx context.Context, kind string, idx uint32) (*rpc.Client, error) {
+	if kind == proto.KindOST && proto.IsDoMOST(idx) {
+		// Data-on-MDT: the MDT serves the object's data methods.
+		kind, idx = proto.KindMDT, proto.DoMIndex(idx)
+	}
 	for attempt := 0; ; attempt++ {
 		c.mu.RLock()
 		m := c.osts

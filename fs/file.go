@@ -524,15 +524,25 @@ func (c *Client) dropDirty(st *inodeState) {
 	c.memFreed()
 }
 
+// ostDo sends call to the target of layout entry ost: an OST, or the MDT
+// holding a Data-on-MDT component.
 func (c *Client) ostDo(ctx context.Context, ost uint32, call *rpc.Call) error {
 	r, err := c.target(ctx, proto.KindOST, ost)
 	if err != nil {
 		return err
 	}
 	if err := c.call(ctx, r, call); err != nil {
-		return fmt.Errorf("ost%d: %w", ost, err)
+		return fmt.Errorf("%s: %w", targetOf(ost), err)
 	}
 	return nil
+}
+
+// targetOf names a layout entry's target in errors: "ost3" or "mdt0".
+func targetOf(ost uint32) string {
+	if proto.IsDoMOST(ost) {
+		return proto.OSTName(ost)
+	}
+	return "ost" + proto.OSTName(ost)
 }
 
 func (c *Client) ostCall(ctx context.Context, ost uint32, method uint16, req, resp any) error {

@@ -21,7 +21,7 @@ func pfl(all bool) proto.Layout {
 	if all {
 		end = proto.ExtentEOF
 	}
-	return l.InstantiateTo(end, 4, 0)
+	return l.InstantiateTo(end, 4, 0, 0)
 }
 
 func TestMapComposite(t *testing.T) {
@@ -73,7 +73,7 @@ func TestCompositeSizes(t *testing.T) {
 	const K = 64 << 10
 	l.Comps[0].End, l.Comps[1].Start, l.Comps[1].End, l.Comps[2].Start = K, K, 8*K, 8*K
 	l.Comps[0].StripeSize, l.Comps[1].StripeSize, l.Comps[2].StripeSize = K, K, 2*K
-	l = l.InstantiateTo(proto.ExtentEOF, 4, 0)
+	l = l.InstantiateTo(proto.ExtentEOF, 4, 0, 0)
 	rng := rand.New(rand.NewSource(1))
 	for range 40 {
 		size := uint64(rng.Intn(40 * K))

@@ -47,7 +47,7 @@ func (m *MDT) layoutIntent(ctx context.Context, r *proto.LayoutIntentReq) (any, 
 		return nil, fmt.Errorf("mdt%d: layout_intent %s: write to %d past the layout's last component (%d): %w",
 			m.cfg.Index, r.FID, r.End, l.End(), syscall.EFBIG)
 	}
-	nl := l.InstantiateTo(r.End, numOSTs(cfg), int(m.rr.Add(1)-1))
+	nl := l.InstantiateTo(r.End, numOSTs(cfg), int(m.rr.Add(1)-1), uint32(m.cfg.Index))
 	if err := nl.Validate(numOSTs(cfg)); err != nil {
 		return nil, fmt.Errorf("mdt%d: layout_intent %s: %w", m.cfg.Index, r.FID, err)
 	}

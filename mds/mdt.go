@@ -28,6 +28,7 @@ import (
 	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/mds/lockd"
+	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -78,6 +79,10 @@ type Config struct {
 	// LockTimeout is how long a client may take to answer a lock callback
 	// before it is evicted (default lockd.DefaultTimeout).
 	LockTimeout time.Duration
+	// DoMMax is the largest Data-on-MDT component the MDT keeps (default
+	// proto.DefaultDoMMax); negative: it keeps no file data and refuses
+	// layouts with pattern=mdt (dom.go).
+	DoMMax int64
 }
 
 // DefaultCacheSize is an MDT's block cache unless configured.
@@ -105,7 +110,9 @@ type MDT struct {
 	// nodemaps is this MDT's copy of the nodemaps (nodemaps.go); MDT0
 	// changes them under nodemapMu. filesetSeen: directories found
 	// inside a fileset, and when.
-	nodemaps    *nodemapsync.Follower
+	nodemaps *nodemapsync.Follower
+	// dom is the store of Data-on-MDT file data (dom.go); nil: none.
+	dom         *ost.OST
 	nodemapMu   sync.Mutex
 	filesetMu   sync.Mutex
 	filesetSeen map[filesetKey]time.Time
@@ -302,6 +309,12 @@ func Open(cfg Config) (*MDT, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := m.openDoM(); err != nil {
+		m.closeQuota()
+		m.nodemaps.Stop()
+		db.Close()
+		return nil, err
+	}
 	prevCounters := m.Srv.Counters
 	m.Srv.Counters = func() []rpc.Counter {
 		return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters(), m.locks.Counters(), m.storeCounters())
@@ -402,6 +415,7 @@ func (m *MDT) halt() {
 	m.Srv.Close()
 	close(m.stop)
 	m.wg.Wait()
+	m.closeDoM()
 	m.closeQuota()
 	m.nodemaps.Stop()
 }

@@ -372,7 +372,7 @@ func (m *MDT) layoutFits(ctx context.Context, l proto.Layout) bool {
 	}
 	n := numOSTs(cfg)
 	for _, o := range l.OSTs {
-		if int(o) >= n {
+		if proto.IsDoMOST(o) && proto.DoMIndex(o) != uint32(m.cfg.Index) || !proto.IsDoMOST(o) && int(o) >= n {
 			return false
 		}
 	}
@@ -404,9 +404,12 @@ func (m *MDT) chooseLayout(ctx context.Context, dir *inode, req proto.Layout) (p
 		l.StripeCount = uint32(nOST)
 	}
 	if len(l.OSTs) == 0 {
-		l = l.Instantiate(nOST, int(m.rr.Add(1)-1))
+		l = l.Instantiate(nOST, int(m.rr.Add(1)-1), uint32(m.cfg.Index))
 	}
 	if err := l.Validate(nOST); err != nil {
+		return proto.Layout{}, fmt.Errorf("mdt%d: layout: %w", m.cfg.Index, err)
+	}
+	if err := l.CheckDoMMax(m.domMax()); err != nil {
 		return proto.Layout{}, fmt.Errorf("mdt%d: layout: %w", m.cfg.Index, err)
 	}
 	return l, nil

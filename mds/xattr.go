@@ -335,6 +335,9 @@ func (m *MDT) setLayout(ctx context.Context, n *inode, value string) error {
 	if err := l.Validate(nOST); err != nil {
 		return fmt.Errorf("mdt%d: setstripe: %w", m.cfg.Index, err)
 	}
+	if err := l.CheckDoMMax(m.domMax()); err != nil {
+		return fmt.Errorf("mdt%d: setstripe: %w", m.cfg.Index, err)
+	}
 	switch {
 	case n.isDir():
 		n.DefLayout = l
@@ -345,7 +348,7 @@ func (m *MDT) setLayout(ctx context.Context, n *inode, value string) error {
 		if l.StripeCount == proto.AllOSTs && !l.IsComposite() {
 			l.StripeCount = uint32(nOST)
 		}
-		n.Attr.Layout = l.Instantiate(nOST, int(m.rr.Add(1)-1))
+		n.Attr.Layout = l.Instantiate(nOST, int(m.rr.Add(1)-1), uint32(m.cfg.Index))
 	default:
 		return fmt.Errorf("mdt%d: setstripe on %s: not a file or directory: %w", m.cfg.Index, n.Attr.FID, syscall.EINVAL)
 	}

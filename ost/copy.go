@@ -25,7 +25,7 @@ import (
 func (o *OST) copyRange(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	var req proto.OCopyReq
 	if err := r.Decode(&req); err != nil {
-		return rpc.Reply{}, fmt.Errorf("ost%d: copy: %v: %w", o.cfg.Index, err, syscall.EINVAL)
+		return rpc.Reply{}, fmt.Errorf("%s: copy: %v: %w", o.name, err, syscall.EINVAL)
 	}
 	if req.Len == 0 || req.Len > rpc.MaxBulk || req.Off > 1<<50 || req.SrcOff > 1<<50 {
 		return rpc.Reply{}, o.errorf("copy", req.Obj, syscall.EINVAL)
@@ -36,7 +36,7 @@ func (o *OST) copyRange(ctx context.Context, r *rpc.Request) (rpc.Reply, error) 
 	buf := make([]byte, req.Len)
 	n, err := o.copySource(ctx, &req, buf)
 	if err != nil {
-		return rpc.Reply{}, fmt.Errorf("ost%d: copy from %s on ost%d: %w", o.cfg.Index, req.Src, req.SrcOST, err)
+		return rpc.Reply{}, fmt.Errorf("%s: copy from %s on ost%d: %w", o.name, req.Src, req.SrcOST, err)
 	}
 	if n > 0 {
 		w := proto.OWriteReq{Obj: req.Obj, Off: req.Off, Grant: proto.WriteGrant{Owner: req.Owner, Through: true}}
@@ -73,7 +73,7 @@ func (o *OST) copySource(ctx context.Context, req *proto.OCopyReq, buf []byte) (
 		}
 		return n, nil
 	}
-	c, err := o.peers.get(req.SrcAddr, fmt.Sprintf("ost%d", o.cfg.Index))
+	c, err := o.peers.get(req.SrcAddr, o.name)
 	if err != nil {
 		return 0, err
 	}

@@ -8,8 +8,6 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/stripefs/stripefs/proto"
 )
 
 // An OST whose disk fails is read-only until its runner reopens it:
@@ -36,12 +34,12 @@ func (o *OST) readOnly() error { return o.idx.guard.Err() }
 // its accounting and reserve let the write through).
 func (o *OST) diskFailed(op string, id fmt.Stringer, err error) {
 	if errors.Is(err, syscall.EIO) || errors.Is(err, syscall.ENOSPC) {
-		o.idx.guard.Fail(fmt.Errorf("ost%d: %s %s: %w", o.cfg.Index, op, id, err))
+		o.idx.guard.Fail(fmt.Errorf("%s: %s %s: %w", o.name, op, id, err))
 	}
 }
 
 // Name is the OST's name in logs: ost0, ost1…
-func (o *OST) Name() string { return fmt.Sprintf("ost%d", o.cfg.Index) }
+func (o *OST) Name() string { return o.name }
 
 // StoreMetrics are the index's Pebble metrics; nil once it failed.
 func (o *OST) StoreMetrics() *pebble.Metrics {
@@ -54,6 +52,6 @@ func (o *OST) StoreMetrics() *pebble.Metrics {
 // logf logs a line of this OST at level: the message as "ost1: …", with
 // the target attribute (target=OST0001).
 func (o *OST) logf(level slog.Level, format string, args ...any) {
-	slog.Log(context.Background(), level, fmt.Sprintf("ost%d: "+format, append([]any{o.cfg.Index}, args...)...),
-		"target", proto.TargetName(proto.KindOST, uint32(o.cfg.Index)))
+	slog.Log(context.Background(), level, fmt.Sprintf("%s: "+format, append([]any{o.name}, args...)...),
+		"target", o.target)
 }

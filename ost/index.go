@@ -250,13 +250,13 @@ func (o *OST) reconcile() error {
 	start := time.Now()
 	recs := map[proto.ObjID]objRecord{}
 	if err := o.idx.scan(func(id proto.ObjID, r objRecord) { recs[id] = r }, func(uint64, uint64) {}); err != nil {
-		return fmt.Errorf("ost%d: reconcile: %w", o.cfg.Index, err)
+		return fmt.Errorf("%s: reconcile: %w", o.name, err)
 	}
 	b := o.idx.db.NewBatch()
 	var fixed, added, dropped int
 	subs, err := os.ReadDir(o.dir)
 	if err != nil {
-		return fmt.Errorf("ost%d: reconcile: %w", o.cfg.Index, err)
+		return fmt.Errorf("%s: reconcile: %w", o.name, err)
 	}
 	seen := map[proto.ObjID]bool{}
 	for _, s := range subs {
@@ -304,7 +304,7 @@ func (o *OST) reconcile() error {
 		}
 	}
 	if err := o.idx.guard.Do(func() error { return b.Commit(pebble.Sync) }); err != nil {
-		return fmt.Errorf("ost%d: reconcile: commit: %w", o.cfg.Index, err)
+		return fmt.Errorf("%s: reconcile: commit: %w", o.name, err)
 	}
 	if len(seen)+dropped > 0 {
 		o.logf(slog.LevelInfo, "index reconciled with the object files (unclean stop or new index) in %v: %d objects, %d corrected, %d added, %d dropped", time.Since(start).Round(time.Millisecond), len(seen), fixed, added, dropped)

@@ -77,6 +77,13 @@ type Config struct {
 	// erasure-coded file, with half again as many bytes to put on disk,
 	// gains most.
 	NoEarlyWriteback bool
+	// Name replaces "ost<Index>" in messages, logs and as the quota
+	// slave's name: an MDT's store of file data (Data-on-MDT) is not an
+	// OST of the cluster map.
+	Name string
+	// Nodemaps, if set, is the nodemap copy to enforce instead of one of
+	// the OST's own (an MDT's, for its file data).
+	Nodemaps *nodemapsync.Follower
 }
 
 // earlyWriteback is the smallest write whose disk write starts at once.
@@ -89,6 +96,8 @@ const FiemapFailEnv = "STRIPEFS_FIEMAP_FAIL"
 // OST is one running object storage target.
 type OST struct {
 	cfg     Config
+	name    string // ost3, in messages and to the quota master
+	target  string // OST0003, in logs
 	dir     string // DataDir/O
 	fs      ObjectFS
 	reserve diskspace.Reserve
@@ -166,8 +175,11 @@ func Open(cfg Config) (*OST, error) {
 	if v := os.Getenv(FiemapFailEnv); v != "" && v != "0" {
 		cfg.FiemapFail = true
 	}
-	name := fmt.Sprintf("ost%d", cfg.Index)
-	o := &OST{cfg: cfg, dir: filepath.Join(cfg.DataDir, "O"), reserve: diskspace.Default, fds: map[proto.ObjID]*list.Element{}, lru: list.New(),
+	name, target := fmt.Sprintf("ost%d", cfg.Index), proto.TargetName(proto.KindOST, uint32(cfg.Index))
+	if cfg.Name != "" {
+		name, target = cfg.Name, cfg.Name
+	}
+	o := &OST{cfg: cfg, name: name, target: target, dir: filepath.Join(cfg.DataDir, "O"), reserve: diskspace.Default, fds: map[proto.ObjID]*list.Element{}, lru: list.New(),
 		stop: make(chan struct{})}
 	if cfg.Reserve != nil {
 		o.reserve = *cfg.Reserve
@@ -218,12 +230,14 @@ func Open(cfg Config) (*OST, error) {
 	}
 	o.Srv = rpc.NewServer(name)
 	proto.RequireRoles(o.Srv)
-	if o.nodemaps, err = nodemapsync.New(name, filepath.Join(cfg.DataDir, "nodemaps"), o.Srv); err != nil {
-		idx.abort()
-		return nil, err
-	}
-	if o.master != nil {
-		o.nodemaps.Pull(o.master, nodemapsync.DefaultInterval)
+	if o.nodemaps = cfg.Nodemaps; o.nodemaps == nil {
+		if o.nodemaps, err = nodemapsync.New(name, filepath.Join(cfg.DataDir, "nodemaps"), o.Srv); err != nil {
+			idx.abort()
+			return nil, err
+		}
+		if o.master != nil {
+			o.nodemaps.Pull(o.master, nodemapsync.DefaultInterval)
+		}
 	}
 	o.register()
 	o.Srv.Counters = o.counters
@@ -269,7 +283,9 @@ func (o *OST) Close() error {
 	o.Srv.Close()
 	close(o.stop)
 	o.bg.Wait()
-	o.nodemaps.Stop()
+	if o.cfg.Nodemaps == nil {
+		o.nodemaps.Stop()
+	}
 	if o.master != nil {
 		o.master.Close()
 	}
@@ -412,25 +428,33 @@ func (o *OST) errorf(op string, id proto.ObjID, err error) error {
 	if !errors.As(err, &errno) {
 		errno = syscall.EIO
 	}
-	return fmt.Errorf("ost%d: %s %s: %v: %w", o.cfg.Index, op, id, err, errno)
+	return fmt.Errorf("%s: %s %s: %v: %w", o.name, op, id, err, errno)
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 func (o *OST) register() {
 	s := o.Srv
+	o.RegisterData(s)
+	rpc.HandleFunc(s, proto.OStatfs, o.statfs)
+	rpc.HandleFunc(s, proto.OList, o.listObjects)
+	rpc.HandleFunc(s, proto.OSetParam, o.setParam)
+	s.Handle(proto.OCopy, o.copyRange)
+}
+
+// RegisterData serves the methods of object data on s: what a client's
+// data path calls (write, read, punch, getattr, destroy, sync,
+// fallocate) and quota usage. An MDT serves them for its Data-on-MDT
+// files on its own server.
+func (o *OST) RegisterData(s *rpc.Server) {
 	s.Handle(proto.OWrite, o.write)
 	s.Handle(proto.ORead, o.read)
 	rpc.HandleFunc(s, proto.OPunch, o.punch)
 	rpc.HandleFunc(s, proto.OGetattr, o.getattr)
 	rpc.HandleFunc(s, proto.ODestroy, o.destroy)
-	rpc.HandleFunc(s, proto.OStatfs, o.statfs)
 	rpc.HandleFunc(s, proto.OSync, o.sync)
-	rpc.HandleFunc(s, proto.OList, o.listObjects)
 	rpc.HandleFunc(s, proto.OQuotaGet, o.quotaGet)
-	rpc.HandleFunc(s, proto.OSetParam, o.setParam)
 	rpc.HandleFunc(s, proto.OFallocate, o.fallocate)
-	s.Handle(proto.OCopy, o.copyRange)
 }
 
 // write stores the request's bulk at its offset. A write wholly inside
@@ -442,7 +466,7 @@ func (o *OST) register() {
 func (o *OST) write(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	var req proto.OWriteReq
 	if err := r.Decode(&req); err != nil {
-		return rpc.Reply{}, fmt.Errorf("ost%d: write: %v: %w", o.cfg.Index, err, syscall.EINVAL)
+		return rpc.Reply{}, fmt.Errorf("%s: write: %v: %w", o.name, err, syscall.EINVAL)
 	}
 	o.space.bind(r.Peer, req.Grant.Client)
 	if len(req.Extents) > 0 {
@@ -463,11 +487,11 @@ func (o *OST) writeExtents(ctx context.Context, req proto.OWriteReq, bulk []byte
 	}
 	switch {
 	case len(req.Tag) > 0 || len(req.Extents) > proto.MaxWriteExtents:
-		return rpc.Reply{}, fmt.Errorf("ost%d: write %s: %d extents (at most %d, and no tag): %w",
-			o.cfg.Index, req.Obj, len(req.Extents), proto.MaxWriteExtents, syscall.EINVAL)
+		return rpc.Reply{}, fmt.Errorf("%s: write %s: %d extents (at most %d, and no tag): %w",
+			o.name, req.Obj, len(req.Extents), proto.MaxWriteExtents, syscall.EINVAL)
 	case total != uint64(len(bulk)):
-		return rpc.Reply{}, fmt.Errorf("ost%d: write %s: extents of %d bytes, bulk of %d: %w",
-			o.cfg.Index, req.Obj, total, len(bulk), syscall.EINVAL)
+		return rpc.Reply{}, fmt.Errorf("%s: write %s: extents of %d bytes, bulk of %d: %w",
+			o.name, req.Obj, total, len(bulk), syscall.EINVAL)
 	}
 	out := &proto.OWriteReply{}
 	for _, e := range req.Extents {
@@ -650,7 +674,7 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 func (o *OST) read(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 	var req proto.OReadReq
 	if err := r.Decode(&req); err != nil {
-		return rpc.Reply{}, fmt.Errorf("ost%d: read: %v: %w", o.cfg.Index, err, syscall.EINVAL)
+		return rpc.Reply{}, fmt.Errorf("%s: read: %v: %w", o.name, err, syscall.EINVAL)
 	}
 	if req.Len > rpc.MaxBulk || req.Off > 1<<50 || req.TagOff > 1<<50 {
 		return rpc.Reply{}, o.errorf("read", req.Obj, syscall.EINVAL)
@@ -750,7 +774,7 @@ func (o *OST) getattr(ctx context.Context, r *proto.OGetattrReq) (any, error) {
 // writable refuses a change from a client of a read-only nodemap.
 func (o *OST) writable(ctx context.Context, op string, obj proto.ObjID) error {
 	if p := o.nodemaps.Policy(rpc.PeerFrom(ctx)); p.ReadOnly {
-		return fmt.Errorf("ost%d: %s %v: nodemap %s is read-only: %w", o.cfg.Index, op, obj, p.Name, syscall.EROFS)
+		return fmt.Errorf("%s: %s %v: nodemap %s is read-only: %w", o.name, op, obj, p.Name, syscall.EROFS)
 	}
 	if err := o.readOnly(); err != nil {
 		return fmt.Errorf("%s %v: %w", op, obj, err)
@@ -787,7 +811,7 @@ func (o *OST) destroy(ctx context.Context, r *proto.ODestroyReq) (any, error) {
 func (o *OST) statfs(ctx context.Context, _ *proto.Empty) (any, error) {
 	var st unix.Statfs_t
 	if err := o.fs.Statfs(o.dir, &st); err != nil {
-		return nil, fmt.Errorf("ost%d: statfs: %v: %w", o.cfg.Index, err, syscall.EIO)
+		return nil, fmt.Errorf("%s: statfs: %v: %w", o.name, err, syscall.EIO)
 	}
 	bs := uint64(st.Bsize)
 	out := &proto.StatfsReply{Blocks: st.Blocks * bs, Bfree: st.Bfree * bs, Files: st.Files, Ffree: st.Ffree}
@@ -814,7 +838,7 @@ func (o *OST) statfs(ctx context.Context, _ *proto.Empty) (any, error) {
 // sync makes the listed objects durable (fdatasync of each).
 func (o *OST) sync(ctx context.Context, r *proto.OSyncReq) (any, error) {
 	if len(r.Objs) > 4096 {
-		return nil, fmt.Errorf("ost%d: sync of %d objects: %w", o.cfg.Index, len(r.Objs), syscall.EINVAL)
+		return nil, fmt.Errorf("%s: sync of %d objects: %w", o.name, len(r.Objs), syscall.EINVAL)
 	}
 	for _, id := range r.Objs {
 		of, err := o.get(id, false)
@@ -831,7 +855,7 @@ func (o *OST) sync(ctx context.Context, r *proto.OSyncReq) (any, error) {
 		}
 	}
 	if err := o.syncTags(); err != nil {
-		return nil, fmt.Errorf("ost%d: sync: %w", o.cfg.Index, err)
+		return nil, fmt.Errorf("%s: sync: %w", o.name, err)
 	}
 	return &proto.Empty{}, nil
 }
@@ -842,7 +866,7 @@ func (o *OST) listObjects(ctx context.Context, r *proto.OListReq) (any, error) {
 	var all []proto.ObjID
 	subs, err := o.fs.ReadDir(o.dir)
 	if err != nil {
-		return nil, fmt.Errorf("ost%d: list: %v: %w", o.cfg.Index, err, syscall.EIO)
+		return nil, fmt.Errorf("%s: list: %v: %w", o.name, err, syscall.EIO)
 	}
 	for _, s := range subs {
 		ents, err := o.fs.ReadDir(filepath.Join(o.dir, s.Name()))

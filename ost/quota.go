@@ -49,11 +49,11 @@ func (noMaster) QuotaAcquire(_ context.Context, req *proto.QuotaAcquireReq) (*pr
 // quotaGet answers one quota's usage on this OST, and the OST's space.
 func (o *OST) quotaGet(ctx context.Context, r *proto.QuotaGetReq) (any, error) {
 	if r.Key.Type > proto.QuotaProject {
-		return nil, fmt.Errorf("ost%d: quota type %d: %w", o.cfg.Index, r.Key.Type, syscall.EINVAL)
+		return nil, fmt.Errorf("%s: quota type %d: %w", o.name, r.Key.Type, syscall.EINVAL)
 	}
 	if r.Refresh {
 		if err := o.quota.Refresh(ctx); err != nil {
-			return nil, fmt.Errorf("ost%d: %v: %w", o.cfg.Index, err, syscall.EIO)
+			return nil, fmt.Errorf("%s: %v: %w", o.name, err, syscall.EIO)
 		}
 	}
 	o.space.mu.Lock()
@@ -73,7 +73,7 @@ func (o *OST) quotaGet(ctx context.Context, r *proto.QuotaGetReq) (any, error) {
 // the disk's).
 func (o *OST) setParam(ctx context.Context, r *proto.OSetParamReq) (any, error) {
 	bad := func() error {
-		return fmt.Errorf("ost%d: set_param %s=%q: %w", o.cfg.Index, r.Name, r.Value, syscall.EINVAL)
+		return fmt.Errorf("%s: set_param %s=%q: %w", o.name, r.Name, r.Value, syscall.EINVAL)
 	}
 	switch r.Name {
 	case "fiemap_fail":

@@ -117,7 +117,7 @@ func (s *space) fitGrantsLocked() error {
 	}
 	s.o.logf(slog.LevelInfo, "%d bytes granted, %d left (used %d): grants cut to fit", before, room, s.used)
 	if err := s.o.idx.commit(b); err != nil {
-		return fmt.Errorf("ost%d: fit grants: %w", s.o.cfg.Index, err)
+		return fmt.Errorf("%s: fit grants: %w", s.o.name, err)
 	}
 	return nil
 }
@@ -191,7 +191,7 @@ func (s *space) admit(ctx context.Context, client uint64, owner proto.Owner, est
 			s.mu.Unlock()
 			if attempt >= 4 { // others keep taking what we acquire
 				s.o.ctr.edquot.Add(1)
-				return nil, fmt.Errorf("ost%d: quota %s: %w", s.o.cfg.Index, k, syscall.EDQUOT)
+				return nil, fmt.Errorf("%s: quota %s: %w", s.o.name, k, syscall.EDQUOT)
 			}
 			if err := s.o.quota.Acquire(ctx, k, usage, est); err != nil {
 				if isErrno(err, syscall.EDQUOT) {
@@ -209,8 +209,8 @@ func (s *space) admit(ctx context.Context, client uint64, owner proto.Owner, est
 		if rest := est - fromGrant; rest > 0 && rest > s.freeLocked() {
 			s.mu.Unlock()
 			s.o.ctr.enospc.Add(1)
-			return nil, fmt.Errorf("ost%d: %d bytes to allocate, %d covered by grant, no space for the rest: %w",
-				s.o.cfg.Index, est, fromGrant, syscall.ENOSPC)
+			return nil, fmt.Errorf("%s: %d bytes to allocate, %d covered by grant, no space for the rest: %w",
+				s.o.name, est, fromGrant, syscall.ENOSPC)
 		}
 		if g != nil {
 			g.grant -= fromGrant

@@ -148,10 +148,10 @@ func countString(c uint32) string {
 
 // Instantiate fixes the OST of each stripe, starting at FirstOST or, when
 // that is -1, at start. A composite layout gets its first component's
-// objects only.
-func (l Layout) Instantiate(nOST int, start int) Layout {
+// objects only (on mdt, the file's MDT, for Data-on-MDT).
+func (l Layout) Instantiate(nOST int, start int, mdt uint32) Layout {
 	if l.IsComposite() {
-		return l.InstantiateTo(1, nOST, start)
+		return l.InstantiateTo(1, nOST, start, mdt)
 	}
 	first := int(l.FirstOST)
 	if first < 0 {
@@ -230,7 +230,7 @@ func ParseLayout(s string, base Layout) (Layout, error) {
 			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil && k != "osts" && k != "fid" {
+		if err != nil && k != "osts" && k != "fid" && k != "pattern" {
 			return l, fmt.Errorf("layout: %s=%q is not a number: %w", k, v, syscall.EINVAL)
 		}
 		switch k {
@@ -255,6 +255,10 @@ func ParseLayout(s string, base Layout) (Layout, error) {
 			}
 			l.FirstOST = int32(n)
 		case "osts", "fid":
+		case "pattern":
+			if v != "raid0" {
+				return l, fmt.Errorf("layout: pattern=%s is a component of a composite layout: give its end (setstripe -E 1M -L mdt -E -1 ...): %w", v, syscall.EINVAL)
+			}
 		default:
 			return l, fmt.Errorf("layout: unknown key %q: %w", k, syscall.EINVAL)
 		}

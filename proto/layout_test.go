@@ -43,7 +43,7 @@ func TestParseLayoutEC(t *testing.T) {
 		}
 	}
 	// String and ParseLayout round trip, osts left out.
-	l := ec42.Instantiate(8, 3)
+	l := ec42.Instantiate(8, 3, 0)
 	back, err := ParseLayout(l.String(), Layout{})
 	if err != nil || back.ECData != 4 || back.ECParity != 2 || back.StripeCount != 6 || back.FirstOST != 3 {
 		t.Fatalf("round trip of %q: %+v %v", l, back, err)
@@ -81,7 +81,7 @@ func TestValidateEC(t *testing.T) {
 		}
 	}
 	// A file's layout from the wire: OSTs must match the count.
-	l := base.Instantiate(6, 0)
+	l := base.Instantiate(6, 0, 0)
 	if err := l.CheckFile(); err != nil {
 		t.Fatal(err)
 	}

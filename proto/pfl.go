@@ -93,10 +93,11 @@ func (l Layout) CompOf(stripe int) int {
 // InstantiateTo gives objects to every component that starts below end
 // and has none yet, in order (the instantiated components are always a
 // prefix, so their objects' stripes never move): a count of -1, or one
-// larger than the OSTs there are, becomes every OST, and a component with
-// no first OST starts at start+i. It returns a new layout and leaves l's
-// slices alone (a client may be reading them).
-func (l Layout) InstantiateTo(end uint64, nOST, start int) Layout {
+// larger than the OSTs there are, becomes every OST, a component with
+// no first OST starts at start+i, and a Data-on-MDT component's object is
+// on mdt, the file's MDT. It returns a new layout and leaves l's slices
+// alone (a client may be reading them).
+func (l Layout) InstantiateTo(end uint64, nOST, start int, mdt uint32) Layout {
 	l.OSTs = slices.Clone(l.OSTs)
 	l.Comps = slices.Clone(l.Comps)
 	for i := range l.Comps {
@@ -106,6 +107,11 @@ func (l Layout) InstantiateTo(end uint64, nOST, start int) Layout {
 		}
 		if c.Start >= end {
 			break
+		}
+		if c.IsDoM() {
+			c.Base, c.Inst = uint32(len(l.OSTs)), true
+			l.OSTs = append(l.OSTs, DoMTarget(mdt))
+			continue
 		}
 		if c.StripeCount == AllOSTs || c.StripeCount > uint32(nOST) {
 			c.StripeCount = uint32(nOST)
@@ -160,12 +166,12 @@ func (l Layout) validateComposite(nOST int) error {
 		case c.ECData != 0 || c.ECParity != 0:
 			return fmt.Errorf("component %d: erasure coding within a composite layout is not supported; give the whole file ec=K+M: %w", i, syscall.EINVAL)
 		}
-		sub := Layout{StripeSize: c.StripeSize, StripeCount: c.StripeCount, FirstOST: c.FirstOST}
-		if c.StripeCount != AllOSTs && int(c.StripeCount) > nOST && !c.Inst {
-			sub.StripeCount = uint32(nOST) // shrinks to the OSTs there are when instantiated
-		}
-		if err := sub.Validate(nOST); err != nil {
-			return fmt.Errorf("component %d: %w", i, err)
+		if c.IsDoM() {
+			if err := validateDoM(i, c); err != nil {
+				return err
+			}
+		} else if err := validateSub(i, c, nOST); err != nil {
+			return err
 		}
 		if c.Inst {
 			if !inst {
@@ -183,10 +189,30 @@ func (l Layout) validateComposite(nOST int) error {
 	if int(objs) != len(l.OSTs) {
 		return fmt.Errorf("components hold %d objects, the layout names %d: %w", objs, len(l.OSTs), syscall.EINVAL)
 	}
-	for _, o := range l.OSTs {
-		if int(o) >= nOST {
+	for s, o := range l.OSTs {
+		ci := l.CompOf(s)
+		if ci < 0 {
+			return fmt.Errorf("object %d belongs to no component: %w", s, syscall.EINVAL)
+		}
+		dom := l.Comps[ci].IsDoM()
+		switch {
+		case dom != IsDoMOST(o):
+			return fmt.Errorf("object %d is on %s, its component %d has pattern mdt %v: %w", s, OSTName(o), ci, dom, syscall.EINVAL)
+		case !dom && int(o) >= nOST:
 			return fmt.Errorf("OST index %d does not exist (%d OSTs): %w", o, nOST, syscall.EINVAL)
 		}
+	}
+	return nil
+}
+
+// validateSub checks component i, striped over OSTs, as a plain layout.
+func validateSub(i int, c Comp, nOST int) error {
+	sub := Layout{StripeSize: c.StripeSize, StripeCount: c.StripeCount, FirstOST: c.FirstOST}
+	if c.StripeCount != AllOSTs && int(c.StripeCount) > nOST && !c.Inst {
+		sub.StripeCount = uint32(nOST) // shrinks to the OSTs there are when instantiated
+	}
+	if err := sub.Validate(nOST); err != nil {
+		return fmt.Errorf("component %d: %w", i, err)
 	}
 	return nil
 }
@@ -207,6 +233,14 @@ func (l Layout) compositeString() string {
 			b.WriteByte('\n')
 		}
 		c := l.Comps[i]
+		if c.IsDoM() {
+			// Its object is the MDT's: no striping keys.
+			fmt.Fprintf(&b, "extent=%d-%s pattern=mdt", c.Start, extentString(c.End))
+			if c.Inst && int(c.Base) < len(l.OSTs) {
+				fmt.Fprintf(&b, " osts=%s", OSTName(l.OSTs[c.Base]))
+			}
+			continue
+		}
 		sub := l.Sub(i)
 		sub.FirstOST = c.FirstOST
 		fmt.Fprintf(&b, "extent=%d-%s %s", c.Start, extentString(c.End), sub)
@@ -231,8 +265,18 @@ func parseComposite(s string, base Layout) (Layout, error) {
 	for _, line := range strings.FieldsFunc(strings.TrimRight(s, "\x00"), func(r rune) bool { return r == '\n' || r == ';' }) {
 		var rest []string
 		var start, end uint64
-		var haveExtent bool
+		var haveExtent, dom bool
 		for _, f := range strings.Fields(line) {
+			if p, ok := strings.CutPrefix(f, "pattern="); ok {
+				switch p {
+				case "mdt":
+					dom = true
+				case "raid0":
+				default:
+					return l, fmt.Errorf("layout: pattern=%q: the patterns are raid0 and mdt: %w", p, syscall.EINVAL)
+				}
+				continue
+			}
 			v, ok := strings.CutPrefix(f, "extent=")
 			if !ok {
 				rest = append(rest, f)
@@ -252,6 +296,18 @@ func parseComposite(s string, base Layout) (Layout, error) {
 		}
 		if !haveExtent {
 			return l, fmt.Errorf("layout: component %q has no extent=: %w", strings.TrimSpace(line), syscall.EINVAL)
+		}
+		if dom {
+			// The MDT holds the component whole, in one object; the
+			// components after it inherit what came before it.
+			for _, f := range rest {
+				if !strings.HasPrefix(f, "osts=") && !strings.HasPrefix(f, "fid=") {
+					return l, fmt.Errorf("layout: a component on the MDT (pattern=mdt) takes no striping keys, got %q: %w", f, syscall.EINVAL)
+				}
+			}
+			l.Comps = append(l.Comps, domComp(end))
+			l.Comps[len(l.Comps)-1].Start = start
+			continue
 		}
 		sub, err := ParseLayout(strings.Join(rest, " "), prev)
 		if err != nil {

@@ -35,11 +35,11 @@ func TestParseComposite(t *testing.T) {
 		t.Errorf("uninstantiated: set %v ec %v inst end %d end %d", l.IsSet(), l.IsEC(), l.InstEnd(), l.End())
 	}
 
-	f := l.Instantiate(4, 1) // the first component only, at OST 1
+	f := l.Instantiate(4, 1, 0) // the first component only, at OST 1
 	if f.InstEnd() != mib || len(f.OSTs) != 1 || f.OSTs[0] != 1 || f.StripeCount != 1 || f.CheckFile() != nil || len(l.OSTs) != 0 {
 		t.Fatalf("instantiated first: %+v (%v); base %+v", f, f.CheckFile(), l)
 	}
-	g := f.InstantiateTo(64*mib+1, 4, 1)
+	g := f.InstantiateTo(64*mib+1, 4, 1, 0)
 	if g.InstEnd() != ExtentEOF || g.StripeCount != 1+2+4 || g.Comps[1].Base != 1 || g.Comps[2].Base != 3 || g.CheckFile() != nil {
 		t.Fatalf("instantiated all: %+v (%v)", g, g.CheckFile())
 	}
@@ -117,7 +117,7 @@ func TestValidateComposite(t *testing.T) {
 		})
 	}
 	// A damaged instantiated layout is EIO to a client.
-	l := Layout{Comps: []Comp{comp(0, mib, mib, 1), comp(mib, ExtentEOF, mib, 2)}}.normalized().Instantiate(4, 0)
+	l := Layout{Comps: []Comp{comp(0, mib, mib, 1), comp(mib, ExtentEOF, mib, 2)}}.normalized().Instantiate(4, 0, 0)
 	bad := l
 	bad.Comps = append([]Comp{}, l.Comps...)
 	bad.Comps[1].Inst, bad.Comps[1].Base, bad.Comps[1].StripeCount = true, 5, 2

@@ -45,7 +45,7 @@ func newStripeFlags() *stripeFlags {
 	f.set.StringVarP(&f.size, "stripe-size", "S", "1M", "stripe unit size, a multiple of 64k")
 	f.set.StringVarP(&f.first, "stripe-index", "i", "-1", "first OST (-1: the MDT chooses)")
 	f.set.StringVar(&f.ec, "ec", "", "erasure coding: K+M data+parity units per row (e.g. 4+2), or none")
-	f.set.StringVarP(&f.place, "layout", "L", "raid0", "where a component's data lives: raid0 (OSTs)")
+	f.set.StringVarP(&f.place, "layout", "L", "raid0", "where a component's data lives: raid0 (OSTs) or mdt (Data-on-MDT, the first component only)")
 	return f
 }
 
@@ -89,9 +89,12 @@ func (f *stripeFlags) keys() ([]string, error) {
 	switch f.place {
 	case "raid0":
 	case "mdt":
-		return nil, fmt.Errorf("-L mdt: Data-on-MDT is not available in this version: %w", syscall.EINVAL)
+		if len(kv) > 0 {
+			return nil, fmt.Errorf("-L mdt: a component on the MDT takes no -c, -S, -i or --ec (its stripe size is its end): %w", syscall.EINVAL)
+		}
+		kv = append(kv, "pattern=mdt")
 	default:
-		return nil, fmt.Errorf("-L %q: the layouts are raid0 (and, later, mdt): %w", f.place, syscall.EINVAL)
+		return nil, fmt.Errorf("-L %q: the layouts are raid0 (OSTs) and mdt (Data-on-MDT): %w", f.place, syscall.EINVAL)
 	}
 	return kv, nil
 }
@@ -251,6 +254,7 @@ type shownComp struct {
 	Layout     proto.Layout
 	OSTs       []string // empty until instantiated
 	First      int      // the file's object number of its first object
+	DoM        bool     // pattern=mdt: the data is on the file's MDT
 }
 
 // parseShownLayout reads a lustre.lov value: a plain layout is one
@@ -269,6 +273,8 @@ func parseShownLayout(v string) (comps []shownComp, composite bool, fid string, 
 				c.OSTs = strings.Split(val, ",")
 			case "fid":
 				fid = val
+			case "pattern":
+				c.DoM = val == "mdt"
 			case "extent":
 				l, err := proto.ParseLayout(f, proto.Layout{})
 				if err != nil || len(l.Comps) != 1 {
@@ -281,6 +287,10 @@ func parseShownLayout(v string) (comps []shownComp, composite bool, fid string, 
 		}
 		if c.Layout, err = proto.ParseLayout(strings.Join(rest, " "), proto.Layout{}); err != nil {
 			return nil, false, "", err
+		}
+		if c.DoM {
+			// lfs shows a DoM component with count 0, its size its end.
+			c.Layout = proto.Layout{StripeSize: uint32(c.End), FirstOST: 0}
 		}
 		obj += len(c.OSTs)
 		comps = append(comps, c)
@@ -343,8 +353,11 @@ func extentName(e uint64) string {
 	return strconv.FormatUint(e, 10)
 }
 
-func pattern(l proto.Layout) string {
-	if l.IsEC() {
+func pattern(c shownComp) string {
+	switch {
+	case c.DoM:
+		return "mdt"
+	case c.Layout.IsEC():
 		return "ec"
 	}
 	return "raid0"
@@ -354,7 +367,7 @@ func pattern(l proto.Layout) string {
 func printStripe(c shownComp, fid, indent string) {
 	l := c.Layout
 	fmt.Printf("%slmm_stripe_count:  %d\n%slmm_stripe_size:   %d\n%slmm_pattern:       %s\n",
-		indent, int32(l.StripeCount), indent, l.StripeSize, indent, pattern(l))
+		indent, int32(l.StripeCount), indent, l.StripeSize, indent, pattern(c))
 	if l.IsEC() {
 		fmt.Printf("%slmm_ec:            %d+%d (%d data and %d parity units per row; parity rotates over the objects)\n",
 			indent, l.ECData, l.ECParity, l.ECData, l.ECParity)
@@ -374,7 +387,7 @@ func stripeJSON(path string, comps []shownComp, composite bool, fid string) map[
 	one := func(c shownComp) map[string]any {
 		l := c.Layout
 		m := map[string]any{"lmm_stripe_count": int32(l.StripeCount), "lmm_stripe_size": l.StripeSize,
-			"lmm_pattern": pattern(l), "lmm_stripe_offset": l.FirstOST, "osts": c.OSTs}
+			"lmm_pattern": pattern(c), "lmm_stripe_offset": l.FirstOST, "osts": c.OSTs}
 		if l.IsEC() {
 			m["lmm_ec_data"], m["lmm_ec_parity"] = l.ECData, l.ECParity
 		}

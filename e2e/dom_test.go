@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stripefs/stripefs/internal/testcluster"
+)
+
+// Data-on-MDT: a directory whose default layout starts with a component
+// on the MDT keeps its small files' bytes there.
+
+// domLayout is the directory default the tests give: 64 KiB on the MDT,
+// one OST object to 1 MiB, every OST after that.
+var domLayout = []string{"-E", "64K", "-L", "mdt", "-E", "1M", "-c", "1", "-E", "-1", "-c", "-1"}
+
+// objectFiles counts the object files under the O directories below
+// root (an OST's data, or an MDT's dom store).
+func objectFiles(t *testing.T, root string) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.Contains(p, string(filepath.Separator)+"O"+string(filepath.Separator)) {
+			n++
+		}
+		return nil
+	})
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// ostObjects counts the object files on every OST of c.
+func ostObjects(t *testing.T, c *testcluster.Cluster) int {
+	n := 0
+	for i := range c.OSTs {
+		n += objectFiles(t, filepath.Join(c.Dir, "ost"+string(rune('0'+i))))
+	}
+	return n
+}
+
+// TestDoM follows files of a Data-on-MDT directory through two mounts,
+// each a client process of its own: a 3901-byte file is written to its
+// MDT alone (no OST object anywhere, the bytes in the MDT's store), the
+// other mount stats it with st_blocks charged and reads it exact, grows
+// it past the MDT part into an OST component, truncates it back, changes
+// it through mmap; it all survives an MDT restart, fsck is clean, and an
+// unlink takes the MDT's object away.
+func TestDoM(t *testing.T) {
+	c, mnts := coherent(t, 2)
+	a, b := mnts[0], mnts[1]
+	must(t, os.Mkdir(filepath.Join(a, "dom"), 0o755))
+	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(a, "dom"))...)
+	if comps := pflComps(t, c, filepath.Join(a, "dom")); len(comps) != 3 || comps[0].Pattern != "mdt" || comps[1].Pattern != "raid0" {
+		t.Fatalf("directory default: %+v", comps)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	model := make([]byte, 3901)
+	randBytes(rng, model)
+	pa, pb := filepath.Join(a, "dom", "f"), filepath.Join(b, "dom", "f")
+	domStore := filepath.Join(c.Dir, "mdt0", "dom") // the dom directory is MDT0's: the root's MDT creates there
+	before := objectFiles(t, domStore)
+	writeFile(t, pa, model)
+	if n := ostObjects(t, c); n != 0 {
+		t.Fatalf("a 3901-byte file of a DoM directory made %d OST objects", n)
+	}
+	if n := objectFiles(t, domStore); n != before+1 {
+		t.Fatalf("the MDT's store holds %d objects after the write, %d before", n, before)
+	}
+	comps := pflComps(t, c, pb)
+	if comps[0].Flags != "init" || comps[0].Pattern != "mdt" || comps[1].Flags == "init" {
+		t.Fatalf("getstripe of a small DoM file: %+v", comps)
+	}
+	var st unix.Stat_t
+	must(t, unix.Stat(pb, &st))
+	if st.Size != int64(len(model)) || st.Blocks < 8 {
+		t.Fatalf("stat from the other mount: size %d, %d blocks", st.Size, st.Blocks)
+	}
+	check := func(what, p string) {
+		t.Helper()
+		got, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(got, model) {
+			t.Fatalf("%s: %d bytes (%v), want %d; first difference at %d", what, len(got), err, len(model), firstDiff(got, model))
+		}
+	}
+	check("b reads a's file", pb)
+
+	pwrite := func(p string, off, n int) {
+		t.Helper()
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		must(t, err)
+		defer f.Close()
+		buf := make([]byte, n)
+		randBytes(rng, buf)
+		_, err = f.WriteAt(buf, int64(off))
+		must(t, err)
+		if off+n > len(model) {
+			model = append(model, make([]byte, off+n-len(model))...)
+		}
+		copy(model[off:], buf)
+	}
+	pwrite(pb, 60000, 20000) // across the MDT's end into the first OST component
+	if n := ostObjects(t, c); n != 1 {
+		t.Errorf("after growing past 64 KiB: %d OST objects, want 1", n)
+	}
+	check("a after b grew it past the MDT part", pa)
+	pwrite(pa, 100, 5000) // inside the MDT part, a's cache of it must not be stale for b
+	check("b after a rewrote the MDT part", pb)
+
+	must(t, os.Truncate(pa, 30000)) // back into the MDT part
+	model = model[:30000]
+	check("b after a truncated into the MDT part", pb)
+	must(t, unix.Stat(pb, &st))
+	if st.Size != 30000 {
+		t.Errorf("size after truncate: %d", st.Size)
+	}
+
+	// A store through a mapping on b, read by a.
+	f, err := os.OpenFile(pb, os.O_RDWR, 0)
+	must(t, err)
+	m, err := unix.Mmap(int(f.Fd()), 0, 30000, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	must(t, err)
+	copy(m[7000:], "written through a mapping")
+	copy(model[7000:], "written through a mapping")
+	must(t, unix.Msync(m, unix.MS_SYNC))
+	must(t, unix.Munmap(m))
+	must(t, f.Close())
+	check("a after b's mmap store", pa)
+
+	// Many small files: still no OST object for any.
+	for i := range 20 {
+		writeFile(t, filepath.Join(a, "dom", "small"+string(rune('a'+i))), model[:1000+i])
+	}
+	if n := ostObjects(t, c); n != 1 {
+		t.Errorf("20 small files made OST objects: %d, want the 1 of f", n)
+	}
+
+	for _, p := range c.MDTs {
+		c.Stop(p)
+		c.Restart(p)
+	}
+	check("a after the MDTs restarted", pa)
+	check("b after the MDTs restarted", pb)
+	sfRun(t, c, "fsck", a)
+
+	stored := objectFiles(t, domStore)
+	must(t, os.Remove(pa))
+	deadline := time.Now().Add(10 * time.Second) // the client destroys objects in the background
+	for objectFiles(t, domStore) != stored-1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("unlink left the MDT's object: %d objects, %d before", objectFiles(t, domStore), stored)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(pb); !os.IsNotExist(err) {
+		t.Errorf("b stats the removed file: %v", err)
+	}
+}
