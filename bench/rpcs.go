@@ -210,15 +210,17 @@ func RPCs(ctx context.Context, c RPCsConfig) (*RPCsResult, error) {
 			return nil, err
 		}
 	}
-	if c.Other != "" {
-		otherWork := filepath.Join(c.Other, filepath.Base(work))
-		if err := measure("stat_uncached", "lstat of a file another client just made", func() error {
+	// otherWrites has the other mount write n bytes to each file kind.i
+	// and waits for its closes.
+	otherWrites := func(kind string, n int) func() error {
+		return func() error {
+			otherWork := filepath.Join(c.Other, filepath.Base(work))
 			before, _, err := mountCalls(otherWork)
 			if err != nil {
 				return err
 			}
 			for i := 0; i < c.Reps; i++ {
-				if err := os.WriteFile(filepath.Join(otherWork, fmt.Sprintf("o.%d", i)), nil, 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(otherWork, fmt.Sprintf("%s.%d", kind, i)), small[:n], 0o644); err != nil {
 					return err
 				}
 			}
@@ -231,10 +233,52 @@ func RPCs(ctx context.Context, c RPCsConfig) (*RPCsResult, error) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-		}, func(i int) error {
-			_, err := os.Lstat(name("o", i))
+		}
+	}
+	lstat := func(kind string) func(i int) error {
+		return func(i int) error {
+			_, err := os.Lstat(name(kind, i))
 			return err
-		}); err != nil {
+		}
+	}
+	if c.Other != "" {
+		if err := measure("stat_uncached", "lstat of a file another client just made", otherWrites("o", 0), lstat("o")); err != nil {
+			return nil, err
+		}
+		if err := measure("stat_uncached_4k", "lstat of a 4 KiB file another client just wrote (st_blocks from its OST)", otherWrites("p", 4096), lstat("p")); err != nil {
+			return nil, err
+		}
+	}
+	// Data-on-MDT, where the MDTs keep file data: the same small-file
+	// operations in a directory whose files keep their first 64 KiB there.
+	dom := filepath.Join(work, "dom")
+	if err := os.Mkdir(dom, 0o755); err != nil {
+		return nil, fmt.Errorf("rpcs: %w", err)
+	}
+	if xattr.Set(dom, proto.LayoutXattr, []byte("extent=0-65536 pattern=mdt;extent=65536-EOF stripe_count=1")) != nil {
+		return res, nil // this filesystem's MDTs keep no data
+	}
+	domName := func(kind string, i int) string { return filepath.Join(dom, fmt.Sprintf("%s.%d", kind, i)) }
+	for _, s := range []struct {
+		op, note string
+		prepare  func() error
+		do       func(i int) error
+	}{
+		{"create_write_4k_close_dom", "a new 4 KiB file on its MDT (Data-on-MDT): open, write, close", nil, func(i int) error {
+			return os.WriteFile(domName("w", i), small, 0o644)
+		}},
+		{"open_read_close_4k_dom", "open, read and close of a 4 KiB Data-on-MDT file written earlier", nil, func(i int) error {
+			_, err := os.ReadFile(domName("w", i))
+			return err
+		}},
+	} {
+		if err := measure(s.op, s.note, s.prepare, s.do); err != nil {
+			return nil, err
+		}
+	}
+	if c.Other != "" {
+		if err := measure("stat_uncached_4k_dom", "lstat of a 4 KiB Data-on-MDT file another client just wrote", otherWrites("dom/q", 4096),
+			lstat("dom/q")); err != nil {
 			return nil, err
 		}
 	}

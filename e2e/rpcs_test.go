@@ -26,6 +26,12 @@ var rpcCounts = map[string]float64{
 	"readdir_1000":          2, // one readdir of 1024 entries, not one a kernel page (22 before)
 	"mkdir_remote":          2,
 	"stat_uncached":         1,
+	"stat_uncached_4k":      3, // lookup, getattr, and the object's blocks from its OST
+	// Data-on-MDT: the same RPCs, the data ones to the MDT; its
+	// attributes come with the blocks (no ost_getattr).
+	"create_write_4k_close_dom": 5,
+	"open_read_close_4k_dom":    4,
+	"stat_uncached_4k_dom":      2,
 }
 
 const rpcSlack = 0.6

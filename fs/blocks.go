@@ -15,8 +15,9 @@ import (
 // st_blocks of a regular file is the space its objects really take on
 // the OSTs (each object's allocated blocks, parity included), not its
 // size: du and ls -s must tell a sparse file from a dense one. The MDT
-// does not know it, so the client asks the objects' OSTs (one getattr
-// each, in parallel) and keeps the sum per file with the size, mtime and
+// does not know it (unless it holds all the data: Data-on-MDT files
+// come with their blocks), so the client asks the objects' OSTs (one
+// getattr each, in parallel) and keeps the sum per file with the size, mtime and
 // ctime it was measured at: while they stay the same, so do the blocks,
 // and a stat costs nothing more. Data this client has not flushed yet
 // shows once it is.
@@ -102,13 +103,19 @@ func (c *Client) MeasureBlocks(ctx context.Context, a *proto.Attr) uint64 {
 	for _, b := range sums {
 		blocks += b
 	}
+	c.noteBlocks(a, blocks)
+	return blocks
+}
+
+// noteBlocks remembers that a, as it is, has blocks: measured, or as an
+// MDT holding all its data said.
+func (c *Client) noteBlocks(a *proto.Attr, blocks uint64) {
 	c.blocks.mu.Lock()
 	defer c.blocks.mu.Unlock()
 	if c.blocks.m == nil || len(c.blocks.m) >= blockCacheMax {
 		c.blocks.m = map[proto.FID]blockEntry{} // forget all: cheaper than an LRU, and rare
 	}
 	c.blocks.m[a.FID] = blockEntry{size: a.Size, mtime: a.Mtime, ctime: a.Ctime, blocks: blocks}
-	return blocks
 }
 
 func (b *blockCache) anyAway(osts []uint32) bool {

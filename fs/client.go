@@ -433,6 +433,9 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 	if call.Direct {
 		c.counters.directMDTCalls.Add(1)
 	}
+	if ar, ok := resp.(*proto.AttrReply); ok && err == nil && ar.HasBlocks {
+		c.noteBlocks(&ar.Attr, ar.Blocks)
+	}
 	return err
 }
 

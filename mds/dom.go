@@ -60,3 +60,14 @@ func (m *MDT) closeDoM() {
 		}
 	}
 }
+
+// withBlocks adds to r the blocks of a file whose objects are all this
+// MDT's (a Data-on-MDT file that has not grown past its MDT part).
+func (m *MDT) withBlocks(r *proto.AttrReply) *proto.AttrReply {
+	l := r.Attr.Layout
+	if m.dom == nil || len(l.OSTs) != 1 || l.OSTs[0] != proto.DoMTarget(uint32(m.cfg.Index)) {
+		return r
+	}
+	r.Blocks, r.HasBlocks = m.dom.Blocks(proto.ObjID{FID: r.Attr.FID})
+	return r
+}

@@ -118,7 +118,7 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 		return nil, err
 	}
 	m.glimpse(ctx, &n.Attr)
-	return &proto.AttrReply{Attr: n.Attr, Lock: g}, nil
+	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}), nil
 }
 
 func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
@@ -128,7 +128,7 @@ func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
 		return nil, err
 	}
 	m.glimpse(ctx, &n.Attr)
-	return &proto.AttrReply{Attr: n.Attr, Lock: g}, nil
+	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}), nil
 }
 
 func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {

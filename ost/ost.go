@@ -771,6 +771,18 @@ func (o *OST) getattr(ctx context.Context, r *proto.OGetattrReq) (any, error) {
 	return &proto.OGetattrReply{Exists: true, Size: uint64(st.Size), Blocks: uint64(st.Blocks)}, nil
 }
 
+// Blocks is the 512-byte blocks object id has allocated (0 if it does
+// not exist); false if its file could not be looked at.
+func (o *OST) Blocks(id proto.ObjID) (uint64, bool) {
+	var st unix.Stat_t
+	if err := o.fs.Stat(o.objPath(id), &st); errors.Is(err, syscall.ENOENT) {
+		return 0, true
+	} else if err != nil {
+		return 0, false
+	}
+	return uint64(st.Blocks), true
+}
+
 // writable refuses a change from a client of a read-only nodemap.
 func (o *OST) writable(ctx context.Context, op string, obj proto.ObjID) error {
 	if p := o.nodemaps.Policy(rpc.PeerFrom(ctx)); p.ReadOnly {

@@ -144,6 +144,11 @@ type AttrReply struct {
 	HasOwner bool
 	Owner    Owner
 	Data     LockDesc
+	// HasBlocks: Blocks is the file's allocated 512-byte blocks, which the
+	// MDT knows when it holds all of the file's data (Data-on-MDT), so a
+	// stat asks no other target.
+	HasBlocks bool
+	Blocks    uint64
 }
 
 // Setattr valid bits.
