@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -288,12 +289,24 @@ func TestPFLBadLayouts(t *testing.T) {
 // reads the same after a remount and that fsck finds the objects where
 // the layouts say.
 func TestPFLFsx(t *testing.T) {
+	compositeFsx(t, "extent=0-262144 stripe_count=1 stripe_size=65536;extent=262144-2097152 stripe_count=2;extent=2097152-EOF stripe_count=-1")
+}
+
+// TestDoMFsx is TestPFLFsx with the first 128 KiB of every file on the
+// MDT (Data-on-MDT): writes, truncates and mappings cross between the
+// MDT's part and the OSTs'.
+func TestDoMFsx(t *testing.T) {
+	compositeFsx(t, "extent=0-131072 pattern=mdt;extent=131072-2097152 stripe_count=2;extent=2097152-EOF stripe_count=-1")
+}
+
+// compositeFsx runs the fsx model in directories whose default is lay,
+// a composite layout of three components.
+func compositeFsx(t *testing.T, lay string) {
 	seed, nops := fsxParams(t, 1500)
 	c := testcluster.Start(t, 1, 4)
 	mnt := c.MountFS()
 	x := newFsx(t, seed, nops, filepath.Join(mnt, "fsx"), filepath.Join(t.TempDir(), "fsx"))
 	t.Cleanup(x.closeQuietly)
-	const lay = "extent=0-262144 stripe_count=1 stripe_size=65536;extent=262144-2097152 stripe_count=2;extent=2097152-EOF stripe_count=-1"
 	for _, d := range append([]string{""}, fsxDirs...) {
 		must(t, syscall.Setxattr(filepath.Join(mnt, "fsx", d), proto.LayoutXattr, []byte(lay), 0))
 	}
@@ -312,28 +325,42 @@ func TestPFLFsx(t *testing.T) {
 	sfRun(t, c, "fsck", mnt)
 }
 
-// TestPFLThroughNFS copies a file into a composite directory through the
-// NFS gateway (another client of the filesystem): its writes instantiate
-// every component they reach, and the FUSE mount and an NFS read both
-// give the file back exact.
+// TestPFLThroughNFS copies files into composite directories, one with
+// Data-on-MDT, through the NFS gateway (another client of the
+// filesystem): their writes instantiate every component they reach, and
+// the FUSE mount and an NFS read both give each file back exact.
 func TestPFLThroughNFS(t *testing.T) {
 	c, mnt := mount(t)
 	g := startNFS(t, c)
-	dir := filepath.Join(mnt, "pfl")
-	must(t, os.Mkdir(dir, 0o755))
-	sfRun(t, c, append(append([]string{"setstripe"}, pflLayout...), dir)...)
-	src := filepath.Join(t.TempDir(), "ten")
-	want := randomFile(t, src, 10<<20+12345, 7)
-	mustNFS(t, "nfs-cp", src, g.url("/pfl/ten"))
-	if got, n := fileSum(t, filepath.Join(dir, "ten")); got != want || n != 10<<20+12345 {
-		t.Fatalf("through FUSE after nfs-cp in: %d bytes, checksum differs: %v", n, got != want)
-	}
-	if n := pflInit(t, c, filepath.Join(dir, "ten")); n != 3 {
-		t.Errorf("a 10 MiB file written over NFS has %d components instantiated, want 3", n)
-	}
-	back := src + ".back"
-	mustNFS(t, "nfs-cp", g.url("/pfl/ten"), back)
-	if got, n := fileSum(t, back); got != want || n != 10<<20+12345 {
-		t.Errorf("after nfs-cp out: %d bytes, checksum differs: %v", n, got != want)
+	for _, tc := range []struct {
+		dir  string
+		lay  []string
+		size int64
+		inst int
+	}{
+		{"pfl", pflLayout, 10<<20 + 12345, 3},
+		{"dom", domLayout, 10<<20 + 12345, 3},
+		{"dom", domLayout, 3901, 1}, // on the MDT alone
+	} {
+		dir := filepath.Join(mnt, tc.dir)
+		if _, err := os.Stat(dir); err != nil {
+			must(t, os.Mkdir(dir, 0o755))
+			sfRun(t, c, append(append([]string{"setstripe"}, tc.lay...), dir)...)
+		}
+		name := fmt.Sprint(tc.size)
+		src := filepath.Join(t.TempDir(), name)
+		want := randomFile(t, src, int(tc.size), 7)
+		mustNFS(t, "nfs-cp", src, g.url("/"+tc.dir+"/"+name))
+		if got, n := fileSum(t, filepath.Join(dir, name)); got != want || int64(n) != tc.size {
+			t.Fatalf("%s/%s through FUSE after nfs-cp in: %d bytes, checksum differs: %v", tc.dir, name, n, got != want)
+		}
+		if n := pflInit(t, c, filepath.Join(dir, name)); n != tc.inst {
+			t.Errorf("%s/%s written over NFS has %d components instantiated, want %d", tc.dir, name, n, tc.inst)
+		}
+		back := src + ".back"
+		mustNFS(t, "nfs-cp", g.url("/"+tc.dir+"/"+name), back)
+		if got, n := fileSum(t, back); got != want || int64(n) != tc.size {
+			t.Errorf("%s/%s after nfs-cp out: %d bytes, checksum differs: %v", tc.dir, name, n, got != want)
+		}
 	}
 }
