@@ -145,6 +145,17 @@ func TestDoM(t *testing.T) {
 	if n := ostObjects(t, c); n != 1 {
 		t.Errorf("20 small files made OST objects: %d, want the 1 of f", n)
 	}
+	// Their blocks count in the owner's block quota, as the MDT's.
+	q := readQuota(t, c, a, "-u", "0")
+	var domUse uint64
+	for _, tg := range q.Targets {
+		if tg.Target == "mdt0-dom" {
+			domUse = tg.Usage
+		}
+	}
+	if domUse < 20*1000 || q.BlockBytes < domUse {
+		t.Errorf("quota of uid 0: mdt0-dom uses %d bytes, %d in all (%+v)", domUse, q.BlockBytes, q.Targets)
+	}
 
 	for _, p := range c.MDTs {
 		c.Stop(p)

@@ -252,7 +252,7 @@ func TestPFLBadLayouts(t *testing.T) {
 		{[]string{"-E", "-1", "-E", "8M"}, "reaches EOF but is not the last"},
 		{[]string{"-E", "1536k", "-S", "1M", "-E", "-1"}, "not a multiple of its stripe size"},
 		{[]string{"-E", "1M", "-E", "-1", "--ec", "1+1"}, "erasure coding within a composite layout"},
-		{[]string{"-E", "2M", "-L", "mdt", "-E", "-1"}, "the MDT allows at most 1048576"},
+		{[]string{"-E", "2M", "-L", "mdt", "-E", "-1"}, "the MDT refused a Data-on-MDT component of 2097152 bytes"},
 		{[]string{"-E", "1M", "-E", "2M", "-L", "mdt", "-E", "-1"}, "only the first component may be on the MDT"},
 		{[]string{"-E", "2+1"}, "erasure coding is --ec"},
 	} {

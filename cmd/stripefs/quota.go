@@ -269,11 +269,18 @@ func queryQuota(ctx context.Context, root string, k proto.QuotaKey, refresh bool
 		return nil, []error{fmt.Errorf("cluster map from %s: %w", mgs, err)}
 	}
 	ts := targets.Of(cfg)
+	// Each MDT twice: its inodes, then the blocks of the file data it
+	// keeps (Data-on-MDT), asked as an OST's (mdt0-dom).
+	nMDT := len(cfg.MDTs)
+	ts = append(ts, ts[:nMDT]...)
 	out := make([]targetQuota, len(ts))
 	targets.AskEach(ctx, ts, "quota", 5*time.Second, func(ctx context.Context, rc *rpc.Client, i int) error {
 		out[i].Target = ts[i].Name()
 		method := uint16(proto.OQuotaGet)
-		if ts[i].Kind == proto.KindMDT {
+		switch {
+		case i >= len(ts)-nMDT:
+			out[i].Target += "-dom"
+		case ts[i].Kind == proto.KindMDT:
 			method = proto.MQuotaGet
 		}
 		r, err := rpc.Invoke[proto.QuotaGetReply](ctx, rc, method, &proto.QuotaGetReq{Key: k, Refresh: refresh})
@@ -285,12 +292,23 @@ func queryQuota(ctx context.Context, root string, k proto.QuotaKey, refresh bool
 		return nil
 	})
 	var errs []error
-	for _, t := range out {
+	kept := out[:0]
+	for i, t := range out {
+		if i >= len(ts)-nMDT && strings.Contains(t.Error, syscall.ENOSYS.Error()) {
+			continue // an MDT that keeps no file data
+		}
 		if t.Error != "" {
 			errs = append(errs, fmt.Errorf("%s: %s", t.Target, t.Error))
 		}
+		kept = append(kept, t)
 	}
-	return out, errs
+	return kept, errs
+}
+
+// isBlockTarget reports whether a quota row counts blocks (an OST's, or
+// an MDT's file data) rather than inodes.
+func isBlockTarget(name string) bool {
+	return strings.HasPrefix(name, "ost") || strings.HasSuffix(name, "-dom")
 }
 
 // quotaReport is what quota prints.
@@ -315,8 +333,9 @@ func quotaCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota [-u|-g|-p ID] [-v] [-h] [--json] MOUNTPOINT",
 		Short: "Show a user's, group's or project's usage and limits (lfs quota)",
-		Long: `Show usage and limits, summed over every target: blocks from the OSTs,
-inodes from the MDTs. Without -u, -g or -p: the calling user. A '*' marks
+		Long: `Show usage and limits, summed over every target: blocks from the OSTs
+and from the file data the MDTs keep (Data-on-MDT, rows mdtN-dom), inodes
+from the MDTs. Without -u, -g or -p: the calling user. A '*' marks
 usage above a limit. -v adds each target's usage and the allowance the
 quota master gave it.`,
 		Args: cobra.ExactArgs(1),
@@ -342,7 +361,7 @@ quota master gave it.`,
 			r := quotaReport{Type: proto.QuotaTypeName(k.Type), ID: k.ID, Mount: root, Targets: ts, Incomplete: len(errs) > 0,
 				BlockSoft: l.BlockSoft, BlockHard: l.BlockHard, InodeSoft: l.InodeSoft, InodeHard: l.InodeHard}
 			for _, t := range ts {
-				if strings.HasPrefix(t.Target, "ost") {
+				if isBlockTarget(t.Target) {
 					r.BlockBytes += t.Usage
 				} else {
 					r.Inodes += t.Usage
@@ -395,7 +414,7 @@ func (r *quotaReport) write(w io.Writer, verbose, human bool) {
 			switch {
 			case t.Error != "":
 				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t\n", t.Target)
-			case strings.HasPrefix(t.Target, "ost"):
+			case isBlockTarget(t.Target):
 				fmt.Fprintf(tw, "%s\t%s\t-\t%s\t-\t-\t-\t-\t-\t\n", t.Target, size(t.Usage), allowance(t, size))
 			default:
 				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%d\t-\t%s\t-\t\n", t.Target, t.Usage,

@@ -39,7 +39,7 @@ func reserveFlag(f *pflag.FlagSet, then string) *diskspace.Reserve {
 
 func mdsCmd() *cobra.Command {
 	var cfg mds.Config
-	var listen, advertise string
+	var listen, advertise, domMax string
 	cmd := &cobra.Command{
 		Use:   "mds --index N --data DIR --listen ADDR [--mgs ADDR]",
 		Short: "Run one metadata target (MDT0 also serves the cluster map)",
@@ -62,6 +62,9 @@ func mdsCmd() *cobra.Command {
 				return fmt.Errorf("--cache-mb %d: at least 1", cfg.CacheSize)
 			}
 			cfg.CacheSize <<= 20
+			if cfg.DoMMax, err = parseDoMMax(domMax); err != nil {
+				return err
+			}
 			switch {
 			case cfg.EvictAfter < 0:
 				return fmt.Errorf("--evict-after %v: a duration of 0 (never) or more", cfg.EvictAfter)
@@ -114,6 +117,8 @@ func mdsCmd() *cobra.Command {
 	f.DurationVar(&cfg.ClientWindow, "recovery-window", mds.DefaultClientWindow,
 		fmt.Sprintf("after a restart, how long to wait for the clients this MDT knew to reconnect and replay before serving others and evicting the missing (at most %v)", mds.MaxClientWindow))
 	f.Int64Var(&cfg.CacheSize, "cache-mb", mds.DefaultCacheSize>>20, "the MDT's metadata (block) cache, MiB")
+	f.StringVar(&domMax, "dom-max", "1M",
+		"largest Data-on-MDT component this MDT keeps (Lustre's dom_stripesize): a multiple of 64k up to 64M; 0: it keeps no file data")
 	cfg.Reserve = reserveFlag(f, "new inodes, entries and xattrs get ENOSPC")
 	f.DurationVar(&cfg.EvictAfter, "evict-after", mds.DefaultEvictAfter,
 		"evict a client of the client table that has had no connection this long: its changes are committed and a restart no longer waits for it (0: never)")
@@ -225,4 +230,18 @@ func advertised(explicit, listened string) string {
 		return explicit
 	}
 	return listened
+}
+
+// parseDoMMax reads --dom-max as mds.Config.DoMMax spells it.
+func parseDoMMax(s string) (int64, error) {
+	n, err := parseLfsSize(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--dom-max: %w", err)
+	case n == 0:
+		return -1, nil
+	case n%proto.MinStripeSize != 0 || n > proto.MaxStripeSize:
+		return 0, fmt.Errorf("--dom-max %s: a multiple of 64k up to %dM, or 0", s, proto.MaxStripeSize>>20)
+	}
+	return n, nil
 }

@@ -233,6 +233,12 @@ func setstripeCmd() *cobra.Command {
 			}
 			if err == nil {
 				err = xattr.Set(path, proto.LayoutXattr, []byte(value))
+				if errors.Is(err, syscall.EINVAL) && l.DoMEnd() > 0 {
+					// Only the MDT knows its limit; the errno is all
+					// that comes back through the mount.
+					err = fmt.Errorf("%w: the MDT refused a Data-on-MDT component of %d bytes: larger than it allows (mds --dom-max, default %d), or it keeps no file data",
+						err, l.DoMEnd(), proto.DefaultDoMMax)
+				}
 			}
 			if err != nil {
 				if created {
