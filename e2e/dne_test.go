@@ -164,30 +164,41 @@ func TestMDTKilledDuringMkdirStorm(t *testing.T) {
 	t.Logf("resends answered from done-records: %d, distributed ops redone: %d", s.Counter("mdt", "resends_reconstructed"), s.Counter("mdt", "dtx_redone"))
 }
 
-// TestFsckOrphanObject plants an object no file owns on a running OST
-// (what a client that died between unlink and destroy leaves) and checks
-// stripefs fsck reports it, --repair destroys it, and a rerun is clean.
+// TestFsckOrphanObject plants an object no file owns on a running OST,
+// then in an MDT's file data (Data-on-MDT) (what a client that died
+// between unlink and destroy leaves) and checks stripefs fsck reports it
+// where it is, --repair destroys it, and a rerun is clean.
 func TestFsckOrphanObject(t *testing.T) {
 	c, mnt := mount(t)
 	writeFile(t, filepath.Join(mnt, "keep"), []byte("data"))
-	planted := filepath.Join(c.Dir, "ost1", "O", "ff", "20000_1ff_0_0")
-	must(t, os.MkdirAll(filepath.Dir(planted), 0o755))
-	must(t, os.WriteFile(planted, []byte("orphan"), 0o600))
-	out, err := exec.Command(c.Bin, "fsck", mnt).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "orphan object") {
-		t.Fatalf("fsck did not report the planted object: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(c.Bin, "fsck", "--repair", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("fsck --repair: %v\n%s", err, out)
-	}
-	if _, err := os.Stat(planted); !os.IsNotExist(err) {
-		t.Fatalf("orphan object still there after repair: %v", err)
-	}
-	if out, err := exec.Command(c.Bin, "fsck", mnt).CombinedOutput(); err != nil {
-		t.Fatalf("fsck after repair: %v\n%s", err, out)
+	must(t, os.Mkdir(filepath.Join(mnt, "dom"), 0o755))
+	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(mnt, "dom"))...)
+	writeFile(t, filepath.Join(mnt, "dom", "keep"), []byte("small"))
+	for _, tc := range []struct{ planted, where string }{
+		{filepath.Join(c.Dir, "ost1", "O", "ff", "20000_1ff_0_0"), "on ost1"},
+		{filepath.Join(c.Dir, "mdt0", "dom", "O", "fe", "20000_1fe_0_0"), "in mdt0's file data"},
+	} {
+		must(t, os.MkdirAll(filepath.Dir(tc.planted), 0o755))
+		must(t, os.WriteFile(tc.planted, []byte("orphan"), 0o600))
+		out, err := exec.Command(c.Bin, "fsck", mnt).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "orphan object") || !strings.Contains(string(out), tc.where) {
+			t.Fatalf("fsck did not report the object planted %s: %v\n%s", tc.where, err, out)
+		}
+		if out, err := exec.Command(c.Bin, "fsck", "--repair", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("fsck --repair: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(tc.planted); !os.IsNotExist(err) {
+			t.Fatalf("orphan object %s still there after repair: %v", tc.where, err)
+		}
+		if out, err := exec.Command(c.Bin, "fsck", mnt).CombinedOutput(); err != nil {
+			t.Fatalf("fsck after repair: %v\n%s", err, out)
+		}
 	}
 	if got := readFile(t, filepath.Join(mnt, "keep")); string(got) != "data" {
 		t.Fatalf("a good file changed: %q", got)
+	}
+	if got := readFile(t, filepath.Join(mnt, "dom", "keep")); string(got) != "small" {
+		t.Fatalf("a good Data-on-MDT file changed: %q", got)
 	}
 }
 

@@ -161,6 +161,10 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 			st.ecEnd = max(st.ecEnd, uint64(ch.idx*wb.size+r[len(r)-1].End))
 		}
 	}
+	var su *sizeUpdate
+	if st.dirty && len(wb.dirty) == 0 && len(wb.flushing) == 1 && onMDT(lay, wb.size, ch.idx) {
+		su = &sizeUpdate{size: st.size, mtime: st.mtime}
+	}
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
@@ -168,12 +172,16 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 		if lay.IsEC() {
 			err = c.sendRow(context.Background(), st.fid, lay, ch, knownEnd)
 		} else {
-			err = c.sendChunk(context.Background(), st.fid, lay, wb.size, ch)
+			err = c.sendChunk(context.Background(), st.fid, lay, wb.size, ch, su)
 		}
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		c.inflight.Add(-1)
 		delete(wb.flushing, ch.idx)
+		if err == nil && su != nil && su.set && st.dirty && st.size == su.size && st.mtime == su.mtime {
+			st.dirty = false // the MDT took the size with the data
+			c.sizeReported(st)
+		}
 		if err != nil {
 			if wb.err == nil {
 				wb.err = err
@@ -212,10 +220,30 @@ func (c *Client) requeue(st *inodeState, old *chunk) {
 	c.freeChunk(st, old)
 }
 
+// sizeUpdate is the size and mtime a file's last dirty chunk carries to
+// its MDT when the MDT holds that chunk (Data-on-MDT): the flush then
+// reports them without a setattr of its own. set says the MDT took them.
+type sizeUpdate struct {
+	size  uint64
+	mtime int64
+	set   bool
+}
+
+// onMDT reports whether chunk idx (of size bytes) of a file with layout
+// lay is on the file's MDT.
+func onMDT(lay proto.Layout, size, idx int64) bool {
+	if lay.DoMEnd() == 0 {
+		return false
+	}
+	m := layout.Map(lay, uint64(idx*size), int(size))[0]
+	return m.Stripe != layout.NoObject && proto.IsDoMOST(lay.OSTs[m.Stripe])
+}
+
 // sendChunk writes a chunk's dirty ranges to its object: one RPC for a
 // whole chunk, its scattered ranges (random small writes) as the extents
-// of one request, as Lustre's niobufs.
-func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk) error {
+// of one request, as Lustre's niobufs. su, if set, rides on the last
+// request.
+func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk, su *sizeUpdate) error {
 	m := layout.Map(lay, uint64(ch.idx*size), int(size))[0]
 	if m.Stripe == layout.NoObject {
 		return fmt.Errorf("flush %s at %d: no object holds it (a component not instantiated): %w", fid, ch.idx*size, syscall.EIO)
@@ -238,11 +266,18 @@ func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout,
 				call.BulkOut = append(call.BulkOut, ch.buf[r.Start:r.End])
 			}
 		}
+		if err == nil && su != nil && len(ranges) == 0 {
+			req := call.Req.(*proto.OWriteReq)
+			req.SetSize, req.FileSize, req.Mtime = true, su.size, su.mtime
+		}
 		if err == nil {
 			err = c.ostDo(ctx, ost, call)
 		}
 		if err != nil {
 			return fmt.Errorf("flush %s at %d: %w", fid, ch.idx*size+batch[0].Start, err)
+		}
+		if r, ok := call.Resp.(*proto.OWriteReply); ok && su != nil && r.SizeSet {
+			su.set = true
 		}
 		c.noteGrant(ost, call)
 	}

@@ -90,7 +90,7 @@ func (c *Client) writeThrough(ctx context.Context, st *inodeState, off int64, io
 		if lay.IsEC() {
 			err = c.sendRow(wctx, st.fid, lay, ch, knownEnd)
 		} else {
-			err = c.sendChunk(wctx, st.fid, lay, wb.size, ch)
+			err = c.sendChunk(wctx, st.fid, lay, wb.size, ch, nil)
 		}
 		st.mu.Lock()
 		delete(wb.flushing, idx)

@@ -54,6 +54,9 @@ func (f Finding) String() string {
 	case WrongNlink:
 		return fmt.Sprintf("inode %s has nlink %d, entries say %d", f.FID, f.Have, f.Want)
 	case OrphanObj:
+		if proto.IsDoMOST(f.OST) {
+			return fmt.Sprintf("orphan object %s in %s's file data", f.Obj, proto.OSTName(f.OST))
+		}
 		return fmt.Sprintf("orphan object %s on ost%d", f.Obj, f.OST)
 	case MissingStripe:
 		if f.Parent.IsZero() {

@@ -40,23 +40,44 @@ func Gather(ctx context.Context, mgs string) (*View, *proto.Config, error) {
 		}
 	}
 	for _, t := range cfg.OSTs {
-		c := rpc.NewClient(t.Addr, "fsck")
-		var after proto.ObjID
-		for {
-			r, err := rpc.Invoke[proto.OListReply](ctx, c, proto.OList, &proto.OListReq{After: after, Max: 4096})
-			if err != nil {
-				c.Close()
-				return nil, nil, fmt.Errorf("fsck: ost%d: %w", t.Index, err)
-			}
-			v.Objects[t.Index] = append(v.Objects[t.Index], r.Objs...)
-			if r.EOF || len(r.Objs) == 0 {
-				break
-			}
-			after = r.Objs[len(r.Objs)-1]
+		objs, err := listObjects(ctx, t.Addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("fsck: ost%d: %w", t.Index, err)
 		}
-		c.Close()
+		v.Objects[t.Index] = objs
+	}
+	// The file data MDTs keep (Data-on-MDT), under the name layouts give
+	// it; an MDT that keeps none does not serve the listing.
+	for _, t := range cfg.MDTs {
+		objs, err := listObjects(ctx, t.Addr)
+		if errors.Is(err, syscall.ENOSYS) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("fsck: mdt%d: file data: %w", t.Index, err)
+		}
+		v.Objects[proto.DoMTarget(t.Index)] = objs
 	}
 	return v, cfg, nil
+}
+
+// listObjects pages through the objects of the target at addr.
+func listObjects(ctx context.Context, addr string) ([]proto.ObjID, error) {
+	c := rpc.NewClient(addr, "fsck")
+	defer c.Close()
+	var objs []proto.ObjID
+	var after proto.ObjID
+	for {
+		r, err := rpc.Invoke[proto.OListReply](ctx, c, proto.OList, &proto.OListReq{After: after, Max: 4096})
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, r.Objs...)
+		if r.EOF || len(r.Objs) == 0 {
+			return objs, nil
+		}
+		after = r.Objs[len(r.Objs)-1]
+	}
 }
 
 func scanMDT(ctx context.Context, c *rpc.Client, v *View) error {
@@ -248,8 +269,12 @@ func applyRepairs(ctx context.Context, cfg *proto.Config, found []Finding) (repa
 					Name: fmt.Sprintf("#%x:%x:%x", f.FID.Seq, f.FID.Oid, f.FID.Ver), FID: f.FID, Mode: f.Mode})
 			}
 		case OrphanObj:
-			for _, t := range cfg.OSTs {
-				if t.Index == f.OST {
+			ts, idx := cfg.OSTs, f.OST
+			if proto.IsDoMOST(f.OST) {
+				ts, idx = cfg.MDTs, proto.DoMIndex(f.OST)
+			}
+			for _, t := range ts {
+				if t.Index == idx {
 					_, err = rpc.Invoke[proto.Empty](ctx, client(t.Addr), proto.ODestroy, &proto.ODestroyReq{Obj: f.Obj})
 				}
 			}

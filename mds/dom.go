@@ -1,12 +1,15 @@
 package mds
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"syscall"
 
 	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 )
 
 // Data-on-MDT: an MDT keeps the first component of the files whose
@@ -36,8 +39,63 @@ func (m *MDT) openDoM() error {
 		return fmt.Errorf("mdt%d: data-on-MDT store: %w", m.cfg.Index, err)
 	}
 	d.RegisterData(m.Srv)
+	m.Srv.Wrap(proto.OWrite, m.sizeFromWrite)
 	m.dom = d
 	return nil
+}
+
+// sizeFromWrite records the size and mtime a Data-on-MDT write carries
+// (OWriteReq.SetSize) once its data is written, so a small file's flush
+// is one round trip instead of a write and a setattr. Like a writer's
+// LVB at cancel (lockStore.Merge), the change is the file's, not the
+// request's: no transno of the caller, nothing to replay. A write the
+// caller may not make to the inode, or any failure here, leaves the
+// size alone (no SizeSet): the client then sends its setattr, which
+// gives the error.
+func (m *MDT) sizeFromWrite(next rpc.Handler) rpc.Handler {
+	return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+		rep, err := next(ctx, r)
+		var req proto.OWriteReq
+		if err != nil || r.Decode(&req) != nil || !req.SetSize {
+			return rep, err
+		}
+		out, ok := rep.Msg.(*proto.OWriteReply)
+		if !ok {
+			return rep, nil
+		}
+		if err := m.mergeFromWrite(ctx, req.Obj.FID, req.FileSize, req.Mtime); err != nil {
+			m.logf(slog.LevelDebug, "size from a data-on-MDT write to %s: %v", req.Obj, err)
+			return rep, nil
+		}
+		out.SizeSet = true
+		return rep, nil
+	}
+}
+
+// mergeFromWrite raises fid's size and mtime to what a write reports, if
+// the caller may write the file.
+func (m *MDT) mergeFromWrite(ctx context.Context, fid proto.FID, size uint64, mtime int64) error {
+	if err := m.writable(ctx, "setattr", fid); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, err := m.getInode(fid)
+	if err != nil {
+		return err
+	}
+	if n.Attr.Mode&sIFMT != sIFREG {
+		return m.errorf("setattr", fid.String(), syscall.EINVAL)
+	}
+	if c := m.cred(ctx); !m.mayWrite(ctx, &n.Attr, c) {
+		return m.denied("setattr (size from writes)", fid, c, syscall.EACCES)
+	}
+	if !mergeWrites(&n.Attr, size, mtime) {
+		return nil
+	}
+	b := m.newBatch(context.Background())
+	m.putInode(b, n)
+	return m.commit(b, false)
 }
 
 // domMax is the largest Data-on-MDT component this MDT accepts: 0 when it
@@ -62,10 +120,14 @@ func (m *MDT) closeDoM() {
 }
 
 // withBlocks adds to r the blocks of a file whose objects are all this
-// MDT's (a Data-on-MDT file that has not grown past its MDT part).
-func (m *MDT) withBlocks(r *proto.AttrReply) *proto.AttrReply {
+// MDT's (a Data-on-MDT file that has not grown past its MDT part), unless
+// a writer's glimpse made r's size or mtime newer than stored: its data
+// is not all here yet, and the client would keep the blocks for the
+// attributes the flush leaves.
+func (m *MDT) withBlocks(r *proto.AttrReply, stored proto.Attr) *proto.AttrReply {
 	l := r.Attr.Layout
-	if m.dom == nil || len(l.OSTs) != 1 || l.OSTs[0] != proto.DoMTarget(uint32(m.cfg.Index)) {
+	if m.dom == nil || len(l.OSTs) != 1 || l.OSTs[0] != proto.DoMTarget(uint32(m.cfg.Index)) ||
+		r.Attr.Size != stored.Size || r.Attr.Mtime != stored.Mtime {
 		return r
 	}
 	r.Blocks, r.HasBlocks = m.dom.Blocks(proto.ObjID{FID: r.Attr.FID})

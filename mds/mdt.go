@@ -405,7 +405,12 @@ func (m *MDT) dropOrphans() error {
 }
 
 // Serve answers RPCs on l until Close.
-func (m *MDT) Serve(l net.Listener) error { return m.Srv.Serve(l) }
+func (m *MDT) Serve(l net.Listener) error {
+	if m.dom != nil {
+		l = m.dom.Track(l) // the file data's grants follow the connections
+	}
+	return m.Srv.Serve(l)
+}
 
 // halt stops serving and every background task without a final commit:
 // what a crash does, for tests that then take the filesystem's crash image.

@@ -117,8 +117,9 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	stored := n.Attr
 	m.glimpse(ctx, &n.Attr)
-	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}), nil
+	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}, stored), nil
 }
 
 func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
@@ -127,8 +128,9 @@ func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	stored := n.Attr
 	m.glimpse(ctx, &n.Attr)
-	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}), nil
+	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}, stored), nil
 }
 
 func (m *MDT) setattr(ctx context.Context, r *proto.SetattrReq) (any, error) {

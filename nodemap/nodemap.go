@@ -127,6 +127,9 @@ func Match(t *Table, peer, keyGroup string) Map {
 			}
 		}
 	}
+	if i := strings.LastIndexByte(peer, '#'); i >= 0 {
+		peer = peer[:i] // an OST's peer names its connection too: "addr#id"
+	}
 	addr, err := netip.ParseAddrPort(peer)
 	if err != nil {
 		return Default

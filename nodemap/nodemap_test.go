@@ -28,6 +28,7 @@ func TestMatch(t *testing.T) {
 	for _, tc := range []struct{ peer, group, want string }{
 		{"10.9.9.9:1234", "", "campus"},
 		{"172.17.2.3:1234", "", "lab"},
+		{"172.17.2.3:1234#17", "", "lab"}, // as an OST (or an MDT keeping file data) names a connection
 		{"[fd00::1]:1234", "", "lab"},
 		{"[::ffff:172.17.2.3]:1234", "", "lab"}, // an IPv4 client on an IPv6 socket
 		{"192.168.0.1:1234", "", "default"},

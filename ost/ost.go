@@ -437,15 +437,14 @@ func (o *OST) register() {
 	s := o.Srv
 	o.RegisterData(s)
 	rpc.HandleFunc(s, proto.OStatfs, o.statfs)
-	rpc.HandleFunc(s, proto.OList, o.listObjects)
 	rpc.HandleFunc(s, proto.OSetParam, o.setParam)
 	s.Handle(proto.OCopy, o.copyRange)
 }
 
 // RegisterData serves the methods of object data on s: what a client's
 // data path calls (write, read, punch, getattr, destroy, sync,
-// fallocate) and quota usage. An MDT serves them for its Data-on-MDT
-// files on its own server.
+// fallocate), quota usage and the object listing of fsck. An MDT serves
+// them for its Data-on-MDT files on its own server.
 func (o *OST) RegisterData(s *rpc.Server) {
 	s.Handle(proto.OWrite, o.write)
 	s.Handle(proto.ORead, o.read)
@@ -455,6 +454,7 @@ func (o *OST) RegisterData(s *rpc.Server) {
 	rpc.HandleFunc(s, proto.OSync, o.sync)
 	rpc.HandleFunc(s, proto.OQuotaGet, o.quotaGet)
 	rpc.HandleFunc(s, proto.OFallocate, o.fallocate)
+	rpc.HandleFunc(s, proto.OList, o.listObjects)
 }
 
 // write stores the request's bulk at its offset. A write wholly inside

@@ -484,6 +484,11 @@ func (s *space) grantOf(client uint64) uint64 {
 // address (which the rpc layer reports as Request.Peer) and reports its
 // close.
 
+// Track wraps l so that o follows its connections: a server that serves
+// o's methods on its own listener (an MDT, for Data-on-MDT) passes it
+// through this, or o's grants never learn a client left.
+func (o *OST) Track(l net.Listener) net.Listener { return trackedListener{Listener: l, s: o.space} }
+
 type trackedListener struct {
 	net.Listener
 	s *space

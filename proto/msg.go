@@ -398,6 +398,13 @@ type OWriteReq struct {
 	// fills, one after another (Lustre's niobufs): a chunk's scattered
 	// small writes go in one RPC. Off is then unused; no Tag.
 	Extents []Extent
+	// SetSize, to an MDT that holds the object (Data-on-MDT), asks it to
+	// raise the file's size and mtime to FileSize and Mtime once the data
+	// is written, as a setattr from writes would: a writer's last flush
+	// then reports its size in the same round trip (OWriteReply.SizeSet).
+	SetSize  bool
+	FileSize uint64
+	Mtime    int64
 	// Bulk data follows the message.
 }
 
@@ -421,6 +428,8 @@ type OWriteReply struct {
 	// writes that owner's data through, so EDQUOT meets write() itself
 	// (Lustre's OBD_BRW_OVER_*QUOTA).
 	OverQuota bool
+	// SizeSet: the MDT recorded the request's FileSize and Mtime.
+	SizeSet bool
 }
 
 type OReadReq struct {
