@@ -585,6 +585,10 @@ const copySmall = 64 << 10
 // the reply header and the page go-fuse adds.
 const spliceSlack = 8 << 10
 
+// SpliceNeeds is the pipe size (fs.pipe-max-size) at which a read of the
+// largest size the mount takes can be spliced.
+const SpliceNeeds = 2 << 20
+
 // dataResult answers a read with bytes the client may lend until the
 // reply is written (a read-ahead chunk), without copying them into
 // go-fuse's buffer.
