@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,4 +200,41 @@ func TestDoM(t *testing.T) {
 	if _, err := os.Stat(pb); !os.IsNotExist(err) {
 		t.Errorf("b stats the removed file: %v", err)
 	}
+}
+
+// TestDoMQuota holds the file data an MDT keeps to block quota: a
+// project's Data-on-MDT files (1 MiB each, all on the MDT) stop with
+// EDQUOT at its limit, and quota shows their blocks as mdt0-dom's.
+func TestDoMQuota(t *testing.T) {
+	c, mnt := mount(t)
+	proj := filepath.Join(mnt, "proj")
+	must(t, os.Mkdir(proj, 0o755))
+	sfRun(t, c, "setstripe", "-E", "1M", "-L", "mdt", proj)
+	sfRun(t, c, "project", "-p", "43", proj)
+	sfRun(t, c, "setquota", "-p", "43", "-b", "0:2M", mnt)
+	must(t, writeSyncClose(filepath.Join(proj, "f"), 1<<20))
+	err := writeSyncClose(filepath.Join(proj, "g"), 1<<20)
+	if err == nil {
+		err = writeSyncClose(filepath.Join(proj, "h"), 1<<20)
+	}
+	wantErrno(t, "a project's third MiB on the MDT under a 2 MiB limit", err, syscall.EDQUOT)
+	if n := ostObjects(t, c); n != 0 {
+		t.Errorf("files of a DoM-only layout made %d OST objects", n)
+	}
+	q := readQuota(t, c, mnt, "-p", "43")
+	var dom uint64
+	for _, tg := range q.Targets {
+		if tg.Target == "mdt0-dom" {
+			dom = tg.Usage
+		}
+	}
+	if dom < 1<<20 || dom > 2<<20+fsBlock || q.BlockBytes != dom {
+		t.Errorf("project 43: mdt0-dom uses %d bytes, %d in all, under a 2 MiB limit (%+v)", dom, q.BlockBytes, q.Targets)
+	}
+	// A write past the MDT's part of a layout that has nothing after it.
+	f, err := os.OpenFile(filepath.Join(proj, "f"), os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt([]byte("x"), 1<<20)
+	f.Close()
+	wantErrno(t, "a write past a DoM-only layout's end", err, syscall.EFBIG)
 }
