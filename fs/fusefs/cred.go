@@ -47,7 +47,7 @@ type groupsCache struct {
 // on that; blocking lock waits (flock.go) are the exception POSIX makes.
 func (f *FS) ctx(cancel <-chan struct{}, h *fuse.InHeader) (context.Context, context.CancelFunc) {
 	c := &rpc.Cred{Uid: h.Uid, Gid: h.Gid, Groups: f.groups.of(h.Pid, h.Uid)}
-	f.reqs.busy.Add(1) // a takeover waits for it (takeover.go)
+	f.reqs.begin() // a takeover waits for it (takeover.go)
 	if cancel == nil || h.Pid == 0 {
 		return rpc.WithCred(context.Background(), c), f.reqDone
 	}

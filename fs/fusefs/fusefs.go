@@ -732,7 +732,7 @@ func (f *FS) Fsync(cancel <-chan struct{}, in *fuse.FsyncIn) fuse.Status {
 }
 
 func (f *FS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
-	f.reqs.busy.Add(1)
+	f.reqs.begin()
 	defer f.reqDone()
 	if file, ok := f.dropHandle(in.Fh).(*fs.File); ok {
 		if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {

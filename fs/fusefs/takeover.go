@@ -67,9 +67,17 @@ type Handle struct {
 }
 
 // requests counts the requests being served, and lockWaits the blocking
-// lock waits among them, which a handover does not wait for.
+// lock waits among them, which a handover does not wait for; started
+// counts every request begun, so a handover sees one that began and
+// ended between two of its looks.
 type requests struct {
-	busy, lockWaits atomic.Int64
+	busy, lockWaits, started atomic.Int64
+}
+
+// begin counts a request being served.
+func (r *requests) begin() {
+	r.started.Add(1)
+	r.busy.Add(1)
 }
 
 // Snapshot is f's session, for a successor: srv's INIT and the open
@@ -163,7 +171,7 @@ func StopReading(srv *fuse.Server, f *FS, limit time.Duration) (*os.File, error)
 	ended := make(chan struct{})
 	go func() { srv.Wait(); close(ended) }()
 	deadline := time.Now().Add(limit)
-	quiet := time.Time{}
+	quiet, seen := time.Time{}, f.reqs.started.Load()
 	for {
 		kickThreads()
 		select {
@@ -172,9 +180,12 @@ func StopReading(srv *fuse.Server, f *FS, limit time.Duration) (*os.File, error)
 		case <-time.After(2 * time.Millisecond):
 		}
 		// Loops still there are serving requests: once none is but
-		// lock waits, and has not been for a while, no loop reads.
-		if f.Busy() > 0 {
-			quiet = time.Time{}
+		// lock waits, and none has begun for a while, no loop reads. A
+		// loop that served a request between two looks is still
+		// reading: it may take an open whose handle the snapshot would
+		// miss (the successor then answers EBADF for it).
+		if n := f.reqs.started.Load(); f.Busy() > 0 || n != seen {
+			quiet, seen = time.Time{}, n
 		} else if quiet.IsZero() {
 			quiet = time.Now()
 		} else if time.Since(quiet) > 50*time.Millisecond {
