@@ -137,11 +137,22 @@ func chunkCharge(lay proto.Layout, size, idx int64) ([]uint32, int64) {
 	if lay.IsEC() {
 		return lay.OSTs, int64(layout.ECOf(lay).Unit)
 	}
-	m := layout.Map(lay, uint64(idx*size), int(size))[0]
-	if m.Stripe == layout.NoObject {
-		return nil, 0 // never dirty: writes get their components first (pfl.go)
+	ms := chunkPieces(lay, size, idx)
+	if len(ms) == 1 {
+		if ms[0].Stripe == layout.NoObject {
+			return nil, 0 // never dirty: writes get their components first (pfl.go)
+		}
+		return lay.OSTs[ms[0].Stripe : ms[0].Stripe+1], size
 	}
-	return lay.OSTs[m.Stripe : m.Stripe+1], size
+	// A chunk across a Data-on-MDT component's end: each side is charged
+	// the whole buffer, which may go to either.
+	var osts []uint32
+	for _, m := range ms {
+		if m.Stripe != layout.NoObject {
+			osts = append(osts, lay.OSTs[m.Stripe])
+		}
+	}
+	return osts, size
 }
 
 // chargeIfCovered charges the buffers of chunks idxs to the OSTs they go

@@ -167,24 +167,35 @@ func (c *Client) fetchChunk(st *inodeState, idx int64) *raChunk {
 			}
 			return
 		}
-		m := layout.Map(lay, uint64(idx*size), int(size))[0]
-		if m.Stripe == layout.NoObject {
-			clear(ch.data)
-			return
+		for _, m := range chunkPieces(lay, size, idx) {
+			if ch.err = c.fetchPiece(fid, lay, ch.data[int64(m.FileOff)-idx*size:][:m.Len], m); ch.err != nil {
+				return
+			}
 		}
-		ost := lay.OSTs[m.Stripe]
-		sem := c.ostSem(ost)
-		sem <- struct{}{}
-		defer func() { <-sem }()
-		var r proto.OReadReply
-		call := &rpc.Call{Method: proto.ORead, Req: &proto.OReadReq{Obj: proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}, Off: m.ObjOff, Len: uint32(size)},
-			Resp: &r, BulkIn: ch.data}
-		if ch.err = c.ostDo(context.Background(), ost, call); ch.err == nil {
-			clear(ch.data[call.NBulkIn:])
-			c.counters.readaheadBytes.Add(size)
-		}
+		c.counters.readaheadBytes.Add(size)
 	}()
 	return ch
+}
+
+// fetchPiece reads into buf what object m.Stripe holds of a read-ahead
+// chunk (zeros where it holds nothing, or there is no object yet).
+func (c *Client) fetchPiece(fid proto.FID, lay proto.Layout, buf []byte, m layout.Chunk) error {
+	if m.Stripe == layout.NoObject {
+		clear(buf)
+		return nil
+	}
+	ost := lay.OSTs[m.Stripe]
+	sem := c.ostSem(ost)
+	sem <- struct{}{}
+	defer func() { <-sem }()
+	var r proto.OReadReply
+	call := &rpc.Call{Method: proto.ORead, Req: &proto.OReadReq{Obj: proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}, Off: m.ObjOff, Len: uint32(len(buf))},
+		Resp: &r, BulkIn: buf}
+	if err := c.ostDo(context.Background(), ost, call); err != nil {
+		return err
+	}
+	clear(buf[call.NBulkIn:])
+	return nil
 }
 
 // dropReadaheadRange forgets the chunks that hold bytes of [start, end)

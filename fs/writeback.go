@@ -44,23 +44,38 @@ type writeback struct {
 // chunkSize is the largest multiple of 64 KiB that divides the stripe size
 // and fits one RPC; for an erasure-coded file, a row (ec.go); for a
 // composite one, that divides every component's stripe size and end too,
-// so no chunk spans two objects.
+// so no chunk spans two objects (but across a Data-on-MDT component's
+// end).
 func chunkSize(l proto.Layout) int64 {
 	if l.IsEC() && l.CheckFile() == nil {
 		return int64(layout.ECOf(l).RowSize())
 	}
+	// A Data-on-MDT component is left out: a chunk may straddle its end
+	// (sendChunk and the read-ahead split such a chunk between the MDT's
+	// object and the next component's), or a 64 KiB one would make every
+	// chunk of the file 64 KiB.
+	comps, start := l.Comps, int64(l.StripeSize)
+	if l.DoMEnd() > 0 {
+		comps, start = comps[1:], 0
+		for _, cp := range comps {
+			start = max(start, int64(cp.StripeSize))
+		}
+		if len(comps) == 0 {
+			start = int64(l.StripeSize)
+		}
+	}
 	divides := func(c int64) bool {
-		if int64(l.StripeSize)%c != 0 {
+		if l.DoMEnd() == 0 && int64(l.StripeSize)%c != 0 {
 			return false
 		}
-		for _, cp := range l.Comps {
+		for _, cp := range comps {
 			if int64(cp.StripeSize)%c != 0 || cp.End != proto.ExtentEOF && cp.End%uint64(c) != 0 {
 				return false
 			}
 		}
 		return true
 	}
-	c := min(int64(l.StripeSize), maxRPC)
+	c := min(start, maxRPC)
 	for c > proto.MinStripeSize && !divides(c) {
 		c -= proto.MinStripeSize
 	}
@@ -162,8 +177,8 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 		}
 	}
 	var su *sizeUpdate
-	if st.dirty && len(wb.dirty) == 0 && len(wb.flushing) == 1 && onMDT(lay, wb.size, ch.idx) {
-		su = &sizeUpdate{size: st.size, mtime: st.mtime}
+	if st.dirty && len(wb.dirty) == 0 && len(wb.flushing) == 1 && lay.DoMEnd() > 0 && !lay.IsEC() {
+		su = &sizeUpdate{size: st.size, mtime: st.mtime} // sendChunk sends it if the chunk's data all goes to the MDT
 	}
 	c.bg.Add(1)
 	go func() {
@@ -229,40 +244,86 @@ type sizeUpdate struct {
 	set   bool
 }
 
-// onMDT reports whether chunk idx (of size bytes) of a file with layout
-// lay is on the file's MDT.
-func onMDT(lay proto.Layout, size, idx int64) bool {
-	if lay.DoMEnd() == 0 {
-		return false
-	}
-	m := layout.Map(lay, uint64(idx*size), int(size))[0]
-	return m.Stripe != layout.NoObject && proto.IsDoMOST(lay.OSTs[m.Stripe])
+// chunkPieces is where chunk idx (of size bytes) of a file with layout
+// lay lives: one object, but for a chunk that straddles the end of a
+// Data-on-MDT component (chunkSize lets it), the MDT's object and an
+// OST's (or no object yet).
+func chunkPieces(lay proto.Layout, size, idx int64) []layout.Chunk {
+	return layout.Map(lay, uint64(idx*size), int(size))
 }
 
-// sendChunk writes a chunk's dirty ranges to its object: one RPC for a
-// whole chunk, its scattered ranges (random small writes) as the extents
-// of one request, as Lustre's niobufs. su, if set, rides on the last
-// request.
-func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk, su *sizeUpdate) error {
-	m := layout.Map(lay, uint64(ch.idx*size), int(size))[0]
-	if m.Stripe == layout.NoObject {
-		return fmt.Errorf("flush %s at %d: no object holds it (a component not instantiated): %w", fid, ch.idx*size, syscall.EIO)
+// piece is the part of a chunk's dirty ranges one object gets, as
+// offsets in the chunk.
+type piece struct {
+	m      layout.Chunk
+	ranges []extent.Range
+}
+
+// dirtyPieces splits ch's dirty ranges by the objects that hold them.
+func dirtyPieces(lay proto.Layout, size int64, ch *chunk) []piece {
+	var out []piece
+	base := uint64(ch.idx * size)
+	for _, m := range chunkPieces(lay, size, ch.idx) {
+		lo, hi := int64(m.FileOff-base), int64(m.FileOff-base)+int64(m.Len)
+		p := piece{m: m}
+		for _, r := range ch.dirty.Ranges() {
+			if s, e := max(r.Start, lo), min(r.End, hi); s < e {
+				p.ranges = append(p.ranges, extent.Range{Start: s, End: e})
+			}
+		}
+		if len(p.ranges) > 0 {
+			out = append(out, p)
+		}
 	}
+	return out
+}
+
+// sendChunk writes a chunk's dirty ranges to their object: one RPC for a
+// whole chunk, its scattered ranges (random small writes) as the extents
+// of one request, as Lustre's niobufs (a chunk across the end of a
+// Data-on-MDT component, one such RPC to each side). su, if set, rides on
+// the last request when every byte sent goes to the MDT.
+func (c *Client) sendChunk(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk, su *sizeUpdate) error {
+	ps := dirtyPieces(lay, size, ch)
+	for _, p := range ps {
+		if p.m.Stripe == layout.NoObject {
+			return fmt.Errorf("flush %s at %d: no object holds it (a component not instantiated): %w", fid, p.m.FileOff, syscall.EIO)
+		}
+		if !proto.IsDoMOST(lay.OSTs[p.m.Stripe]) {
+			su = nil // the size must not reach the MDT before this data is written
+		}
+	}
+	for i, p := range ps {
+		var last *sizeUpdate
+		if i == len(ps)-1 {
+			last = su
+		}
+		if err := c.sendPiece(ctx, fid, lay, size, ch, p, last); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendPiece writes one object's part of a chunk.
+func (c *Client) sendPiece(ctx context.Context, fid proto.FID, lay proto.Layout, size int64, ch *chunk, p piece, su *sizeUpdate) error {
+	m := p.m
+	base := int64(m.FileOff) - ch.idx*size // where the object's part starts in the chunk
 	obj := proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}
 	ost := lay.OSTs[m.Stripe]
 	sem := c.ostSem(ost)
 	sem <- struct{}{}
 	defer func() { <-sem }()
-	for ranges := ch.dirty.Ranges(); len(ranges) > 0; {
+	for ranges := p.ranges; len(ranges) > 0; {
 		batch := ranges[:min(len(ranges), proto.MaxWriteExtents)]
 		ranges = ranges[len(batch):]
 		// The write carries owner and grant request (grant.go).
-		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(batch[0].Start), ch.buf[batch[0].Start:batch[0].End])
+		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(batch[0].Start-base), ch.buf[batch[0].Start:batch[0].End])
 		if err == nil && len(batch) > 1 {
 			req := call.Req.(*proto.OWriteReq)
 			call.BulkOut = call.BulkOut[:0]
 			for _, r := range batch {
-				req.Extents = append(req.Extents, proto.Extent{Off: m.ObjOff + uint64(r.Start), Len: uint32(r.Len())})
+				req.Extents = append(req.Extents, proto.Extent{Off: m.ObjOff + uint64(r.Start-base), Len: uint32(r.Len())})
 				call.BulkOut = append(call.BulkOut, ch.buf[r.Start:r.End])
 			}
 		}
