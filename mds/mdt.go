@@ -1,6 +1,8 @@
 // Package mds is a metadata target: the namespace and inode attributes of
-// the files whose FIDs it owns, kept in a Pebble database. MDT0 also serves
-// the cluster map (the MGS role).
+// the files whose FIDs it owns, kept in a Pebble database, and the first
+// bytes of those whose layout keeps them on the MDT (Data-on-MDT, dom.go:
+// an object store of package ost's kind beside the database, served on
+// the MDT's connection). MDT0 also serves the cluster map (the MGS role).
 package mds
 
 import (

@@ -3,6 +3,8 @@
 // index (index.go) of object owners and sizes and of the space granted to
 // clients (space.go). A write wholly inside blocks the object already has
 // is a rewrite: it costs no grant, no quota and no accounting (extent.go).
+// An MDT opens one too, for the file data it keeps (Data-on-MDT), and
+// serves its data methods on its own server (RegisterData, Track).
 package ost
 
 import (
