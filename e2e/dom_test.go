@@ -149,13 +149,7 @@ func TestDoM(t *testing.T) {
 	}
 	// Their blocks count in the owner's block quota, as the MDT's.
 	q := readQuota(t, c, a, "-u", "0")
-	var domUse uint64
-	for _, tg := range q.Targets {
-		if tg.Target == "mdt0-dom" {
-			domUse = tg.Usage
-		}
-	}
-	if domUse < 20*1000 || q.BlockBytes < domUse {
+	if domUse := q.usage("mdt0-dom"); domUse < 20*1000 || q.BlockBytes < domUse {
 		t.Errorf("quota of uid 0: mdt0-dom uses %d bytes, %d in all (%+v)", domUse, q.BlockBytes, q.Targets)
 	}
 
@@ -222,13 +216,7 @@ func TestDoMQuota(t *testing.T) {
 		t.Errorf("files of a DoM-only layout made %d OST objects", n)
 	}
 	q := readQuota(t, c, mnt, "-p", "43")
-	var dom uint64
-	for _, tg := range q.Targets {
-		if tg.Target == "mdt0-dom" {
-			dom = tg.Usage
-		}
-	}
-	if dom < 1<<20 || dom > 2<<20+fsBlock || q.BlockBytes != dom {
+	if dom := q.usage("mdt0-dom"); dom < 1<<20 || dom > 2<<20+fsBlock || q.BlockBytes != dom {
 		t.Errorf("project 43: mdt0-dom uses %d bytes, %d in all, under a 2 MiB limit (%+v)", dom, q.BlockBytes, q.Targets)
 	}
 	// A write past the MDT's part of a layout that has nothing after it.

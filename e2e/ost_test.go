@@ -112,6 +112,16 @@ func sfRun(t *testing.T, c *testcluster.Cluster, args ...string) string {
 	return string(out)
 }
 
+// usage is what target (ost1, mdt0-dom) reports the quota uses.
+func (q quotaOf) usage(target string) uint64 {
+	for _, tg := range q.Targets {
+		if tg.Target == target {
+			return tg.Usage
+		}
+	}
+	return 0
+}
+
 // quotaOf is `stripefs quota --json`.
 type quotaOf struct {
 	BlockBytes uint64 `json:"block_bytes"`
