@@ -116,6 +116,18 @@ func runStreamOp(f []string) int {
 	return 0
 }
 
+// linesOf delivers the lines of r.
+func linesOf(r io.Reader) <-chan string {
+	ch := make(chan string, 16)
+	go func() {
+		defer close(ch)
+		for s := bufio.NewScanner(r); s.Scan(); {
+			ch <- s.Text()
+		}
+	}()
+	return ch
+}
+
 // TestTakeover hands a live mount to a new daemon (stripefs mount
 // --takeover) while one program writes a file and another reads one,
 // and a third holds a flock: no program sees an error, every checksum
@@ -187,7 +199,7 @@ func TestTakeover(t *testing.T) {
 	must(t, err)
 	must(t, waiter.Start())
 	defer waiter.Process.Kill()
-	waitLines := bufio.NewScanner(waiterOut)
+	waitLines := linesOf(waiterOut)
 	for deadline := time.Now().Add(10 * time.Second); clientCounter(t, mnt, "flock_waits") == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never waited")
@@ -199,28 +211,42 @@ func TestTakeover(t *testing.T) {
 	took := time.Now()
 	next := c.TakeOver(mnt)
 	t.Logf("takeover done in %v", time.Since(took))
-	// The old daemon answers the lock wait it holds, then goes.
-	select {
-	case <-old.Done():
-		t.Fatal("the old daemon exited with a lock wait unanswered")
-	case <-time.After(500 * time.Millisecond):
-	}
-	must(t, syscall.Flock(int(held.Fd()), syscall.LOCK_UN))
-	if !waitLines.Scan() || waitLines.Text() != "locked" {
-		t.Fatalf("the lock wait across the takeover: %q", waitLines.Text())
-	}
+	// The old daemon goes at once: the lock wait went with the mount, and
+	// the new daemon answers it when the other mount lets go.
 	select {
 	case <-old.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("the old daemon is still running 30s after the takeover")
+	}
+	if b, err := os.ReadFile(old.Log); err != nil || !strings.Contains(string(b), "(1 lock waits with it)") {
+		t.Errorf("the old daemon did not hand its lock wait over:\n%s", b)
+	}
+	select {
+	case <-time.After(300 * time.Millisecond):
+	case <-waitLines:
+		t.Fatal("the waiter got the lock another mount holds")
+	}
+	must(t, syscall.Flock(int(held.Fd()), syscall.LOCK_UN))
+	select {
+	case l := <-waitLines:
+		if l != "locked" {
+			t.Fatalf("the lock wait across the takeover: %q", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lock wait across the takeover was never answered")
 	}
 	// What it won is the new daemon's to release.
 	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != syscall.EWOULDBLOCK {
 		t.Errorf("another mount took the lock the waiter won: %v", err)
 	}
 	fmt.Fprintln(waiterIn, "unlock")
-	if !waitLines.Scan() || waitLines.Text() != "done <nil>" {
-		t.Errorf("unlock through the new daemon: %q", waitLines.Text())
+	select {
+	case l := <-waitLines:
+		if l != "done <nil>" {
+			t.Errorf("unlock through the new daemon: %q", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("unlock through the new daemon never returned")
 	}
 	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Errorf("the waiter's lock, released through the new daemon, is still held: %v", err)

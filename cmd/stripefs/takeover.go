@@ -34,7 +34,7 @@ import (
 // command line again, but with the session instead of a new mount
 // (fusefs/takeover.go for the kernel side).
 
-const takeoverVersion = 1
+const takeoverVersion = 2 // 2: lock waits move to the successor
 
 // maxHandover bounds a handover's size (open handles, locks).
 const maxHandover = 256 << 20
@@ -48,13 +48,10 @@ type handover struct {
 	Flocks   []ldlm.Flock
 }
 
-// takeoverReply is the new daemon's answer, and later the old one's
-// last word (the application locks it holds once its last lock wait
-// ended).
+// takeoverReply is the new daemon's answer.
 type takeoverReply struct {
-	OK     bool
-	Err    string
-	Flocks []ldlm.Flock
+	OK  bool
+	Err string
 }
 
 // errHandedOver ends a daemon whose session another process now serves:
@@ -169,6 +166,11 @@ func (m *liveMount) handOver(conn *net.UnixConn) error {
 	}
 	defer dev.Close()
 	ho := handover{Version: takeoverVersion, Args: daemonArgs(), Session: m.fsys.Snapshot(m.srv)}
+	waits, err := m.fsys.WithdrawWaits(time.Minute)
+	if err != nil {
+		return m.resume(dev, ho.Session, err)
+	}
+	ho.Session.Waits = waits
 	err = m.c.Quiesce(context.Background())
 	if err == nil && m.beforeHandover != nil {
 		err = m.beforeHandover()
@@ -192,16 +194,12 @@ func (m *liveMount) handOver(conn *net.UnixConn) error {
 	if err := json.NewDecoder(conn).Decode(&r); err != nil || !r.OK {
 		return m.resume(dev, ho.Session, fmt.Errorf("successor: %v%s", err, r.Err))
 	}
-	m.log(slog.LevelInfo, "stripefs: %s: the mount is served by the new process", m.dir)
-	// Lock waits still here are answered from here; what they won goes
-	// to the successor before this process ends.
-	if m.fsys.Serving() > 0 {
-		m.log(slog.LevelInfo, "stripefs: %s: answering %d lock waits before exiting", m.dir, m.fsys.Serving())
-		for m.fsys.Serving() > 0 {
-			time.Sleep(10 * time.Millisecond)
-		}
-		_ = conn.SetDeadline(time.Now().Add(time.Minute))
-		_ = json.NewEncoder(conn).Encode(takeoverReply{OK: true, Flocks: m.c.HeldFlocks()})
+	m.fsys.Settle(true)
+	m.log(slog.LevelInfo, "stripefs: %s: the mount is served by the new process (%d lock waits with it)", m.dir, len(waits))
+	// A request a go-fuse loop took after it stopped reading is answered
+	// before this process ends.
+	for deadline := time.Now().Add(time.Minute); m.fsys.Busy() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	return errHandedOver
 }
@@ -219,6 +217,7 @@ func daemonArgs() []string {
 // the daemon had stopped reading it.
 func (m *liveMount) resume(dev *os.File, s fusefs.Session, why error) error {
 	m.log(slog.LevelWarn, "stripefs: %s: takeover failed: %v; serving on", m.dir, why)
+	m.fsys.Settle(false)
 	srv, err := fusefs.Resume(m.fsys, m.c, dev, s, m.mo)
 	if err != nil {
 		return fmt.Errorf("%s: takeover failed (%v) and the mount cannot be served again: %w", m.dir, why, err)
@@ -328,25 +327,22 @@ func (s *successor) resumeMount(opts fs.Options, dir string, mo fusefs.MountOpti
 		return fail(err)
 	}
 	srv, err := fusefs.Resume(fsys, c, s.dev, s.ho.Session, mo)
-	s.dev.Close() // the clone serves now
 	if err != nil {
 		c.Close()
 		return fail(err)
+	}
+	// The waits are answered on the descriptor received; the server has
+	// its own of the same description.
+	if len(s.ho.Session.Waits) > 0 {
+		fsys.AdoptWaits(s.dev, s.ho.Session.Waits)
+	} else {
+		s.dev.Close()
 	}
 	m := &liveMount{dir: dir, name: opts.Name, c: c, fsys: fsys, srv: srv, mo: mo, resumed: true}
 	if err := json.NewEncoder(s.conn).Encode(takeoverReply{OK: true}); err != nil {
 		m.log(slog.LevelError, "stripefs: %s: takeover: telling the old daemon: %v", dir, err)
 	}
-	go func() { // the old daemon's last word, if it had lock waits
-		defer s.conn.Close()
-		_ = s.conn.SetDeadline(time.Time{})
-		var r takeoverReply
-		if json.NewDecoder(s.conn).Decode(&r) == nil && r.OK {
-			if err := c.AdoptFlocks(r.Flocks); err != nil {
-				m.log(slog.LevelError, "stripefs: %s: takeover: %v", dir, err)
-			}
-		}
-	}()
+	s.conn.Close()
 	// Under systemd (NotifyAccess=all) this process is the service now.
 	notify(daemon.SdNotifyReady + "\nMAINPID=" + strconv.Itoa(os.Getpid()))
 	return m, nil

@@ -125,23 +125,23 @@ func (f *FS) setLk(cancel <-chan struct{}, in *fuse.LkIn, wait bool) fuse.Status
 	f.noteLockOwner(in.Fh, l)
 	c, stop := f.ctx(cancel, &in.InHeader)
 	defer stop()
-	if wait {
-		f.reqs.lockWaits.Add(1) // may take for ever: a takeover goes on without it
-		defer f.reqs.lockWaits.Add(-1)
-		// Unlike other requests, a wait ends with the kernel's interrupt:
-		// the program got a signal, and the MDT withdraws the wait.
-		var end context.CancelFunc
-		c, end = context.WithCancel(c)
-		defer end()
-		go func() {
-			select {
-			case <-cancel:
-				end()
-			case <-c.Done():
-			}
-		}()
+	if !wait {
+		return status(f.c.Flock(c, file.FID(), l, false))
 	}
-	return status(f.c.Flock(c, file.FID(), l, wait))
+	f.reqs.lockWaits.Add(1) // may take for ever: a takeover moves it (lockwait.go)
+	defer f.reqs.lockWaits.Add(-1)
+	// Unlike other requests, a wait ends with the kernel's interrupt:
+	// the program got a signal, and the MDT withdraws the wait.
+	c, end := context.WithCancel(c)
+	defer end()
+	go func() {
+		select {
+		case <-cancel:
+			end()
+		case <-c.Done():
+		}
+	}()
+	return status(f.waitLock(c, in, func(c context.Context) error { return f.c.Flock(c, file.FID(), l, true) }))
 }
 
 // noteLockOwner records a POSIX lock owner that locks through handle fh.

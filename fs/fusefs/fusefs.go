@@ -49,6 +49,7 @@ type FS struct {
 	lockOwners map[uint64]map[uint64]bool
 	groups     groupsCache // callers' supplementary groups (cred.go)
 	reqs       requests    // being served, for a takeover (takeover.go)
+	gate       waitGate    // blocking lock waits, which a takeover moves (lockwait.go)
 	ns         namespace   // this mount's directory changes (readdir.go)
 }
 
@@ -60,6 +61,7 @@ func New(c *fs.Client, opts Options) *FS {
 	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), nodes: nodes{c.Root()}, c: c, opts: opts, handles: map[uint64]any{}, notify: newNotifier(nodes{c.Root()}, opts.EntryTimeout),
 		flockMode: opts.Flock, lockOwners: map[uint64]map[uint64]bool{}}
 	c.SetInvalidator(f.notify, max(opts.EntryTimeout, opts.AttrTimeout))
+	f.gate.init()
 	return f
 }
 

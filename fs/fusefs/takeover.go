@@ -31,17 +31,20 @@ import (
 //     a loop in a request finishes it first (go-fuse answers each request
 //     in the loop that read it), so every request read is answered.
 //     Requests that arrive meanwhile wait in the kernel's queue.
-//  2. The old daemon quiesces its client (fs.Client.Quiesce) and passes
-//     the device, the kernel's FUSE_INIT, its open handles and its
-//     client identity over a Unix socket.
-//  3. Resume: the new daemon clones the device (FUSE_DEV_IOC_CLONE: a new
-//     descriptor of the same connection, with its own flags), lets
-//     go-fuse take the old INIT as if the kernel had sent it, and serves.
-//     Node ids are inode numbers derived from FIDs, so no table of them
-//     passes; file handles keep their numbers.
+//  2. WithdrawWaits: blocking lock waits, which may last for ever, are
+//     withdrawn from the MDTs and go to the successor (lockwait.go).
+//  3. The old daemon quiesces its client (fs.Client.Quiesce) and passes
+//     the device, the kernel's FUSE_INIT, its open handles, its lock
+//     waits and its client identity over a Unix socket, then exits.
+//  4. Resume: the new daemon makes the device blocking again, lets
+//     go-fuse take the old INIT as if the kernel had sent it, serves, and
+//     waits for the lock waits again (AdoptWaits). Node ids are inode
+//     numbers derived from FIDs, so no table of them passes; file handles
+//     keep their numbers.
 //
-// A request the old daemon is still serving when it hands over (a lock
-// wait) stays its own: it answers it, and exits after the last one.
+// The successor serves the same device description, not a clone: a reply
+// goes to the description that read its request, and the lock waits were
+// read by the old daemon's.
 
 // Session is what a successor needs of a mount besides the device.
 type Session struct {
@@ -50,6 +53,9 @@ type Session struct {
 	Init    []byte
 	Handles []Handle
 	NextFh  uint64
+	// Waits are the blocking lock requests read and not answered: the
+	// successor waits for each again and answers it.
+	Waits []fuse.LkIn
 }
 
 // Handle is one open file or directory handle.
@@ -143,6 +149,18 @@ func (f *FS) Adopt(ctx context.Context, s Session) error {
 	}
 }
 
+// WithdrawWaits withdraws the blocking lock waits f serves from the
+// MDTs (step 2 above), within limit, for Session.Waits. Settle must
+// follow.
+func (f *FS) WithdrawWaits(limit time.Duration) ([]fuse.LkIn, error) {
+	return f.gate.withdraw(limit)
+}
+
+// Settle ends a handover that WithdrawWaits began: the withdrawn waits
+// are the successor's if handedOver (never answered here), else they
+// wait on the MDTs again.
+func (f *FS) Settle(handedOver bool) { f.gate.settle(handedOver) }
+
 // Busy reports the requests f is serving that are not lock waits.
 func (f *FS) Busy() int64 { return f.reqs.busy.Load() - f.reqs.lockWaits.Load() }
 
@@ -231,12 +249,9 @@ func kickThreads() {
 	}
 }
 
-// fuseDevIocClone is FUSE_DEV_IOC_CLONE, _IOR(229, 0, uint32).
-const fuseDevIocClone = 0x8004e500
-
 // Resume serves the FUSE session of dev (a predecessor's device) with f,
 // taking the kernel's INIT from s, with go-fuse's options for c and o as
-// Mount has them (step 3 above). The caller adopts s's handles before
+// Mount has them (step 4 above). The caller adopts s's handles before
 // and unmounts by path after (the server knows no mount point).
 func Resume(f *FS, c *fs.Client, dev *os.File, s Session, o MountOptions) (*fuse.Server, error) {
 	var in fuse.InitIn
@@ -245,36 +260,26 @@ func Resume(f *FS, c *fs.Client, dev *os.File, s Session, o MountOptions) (*fuse
 	}
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&in)), unsafe.Sizeof(in)), s.Init)
 	in.Length, in.Opcode, in.Unique, in.NodeId = uint32(unsafe.Sizeof(in)), opInit, 1, 0
-	clone, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("takeover: open /dev/fuse: %w", err)
+	// The predecessor left the description non-blocking (StopReading).
+	if err := unix.SetNonblock(int(dev.Fd()), false); err != nil {
+		return nil, fmt.Errorf("takeover: make /dev/fuse blocking: %w", err)
 	}
-	fd := int32(dev.Fd())
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(clone), fuseDevIocClone, uintptr(unsafe.Pointer(&fd))); e != 0 {
-		unix.Close(clone)
-		return nil, fmt.Errorf("takeover: clone the FUSE session: %w", e)
-	}
-	// go-fuse reads INIT first: from a socket we write it to, which then
-	// becomes the clone under the same descriptor number.
+	// go-fuse reads INIT first: from a socket we write it to.
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		unix.Close(clone)
 		return nil, err
 	}
 	defer unix.Close(sp[1])
 	if _, err := unix.Write(sp[1], unsafe.Slice((*byte)(unsafe.Pointer(&in)), unsafe.Sizeof(in))); err != nil {
-		unix.Close(clone)
 		unix.Close(sp[0])
 		return nil, fmt.Errorf("takeover: hand INIT to go-fuse: %w", err)
 	}
 	srv, err := fuse.NewServer(f, fmt.Sprintf("/dev/fd/%d", sp[0]), fuseOptions(c, o))
 	if err != nil {
-		unix.Close(clone)
 		return nil, fmt.Errorf("takeover: %w", err)
 	}
-	err = unix.Dup3(clone, sp[0], unix.O_CLOEXEC)
-	unix.Close(clone)
-	if err != nil {
+	// INIT read, the socket becomes the device under its number.
+	if err := unix.Dup3(int(dev.Fd()), sp[0], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("takeover: %w", err)
 	}
 	f.SetServer(srv)
