@@ -3,6 +3,7 @@ module github.com/stripefs/stripefs
 go 1.26.0
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/go-git/go-billy/v5 v5.6.0

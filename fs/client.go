@@ -367,21 +367,9 @@ func (c *Client) target(ctx context.Context, kind string, idx uint32) (*rpc.Clie
 // OST requests are idempotent, and an MDT recognises a resent change it
 // already made and answers it without doing it twice.
 func (c *Client) call(ctx context.Context, r *rpc.Client, call *rpc.Call) error {
-	deadline := time.Now().Add(c.opts.RetryFor)
-	for {
-		err := r.Do(ctx, call)
-		// ESHUTDOWN: an MDT stopping while it held the request in its
-		// recovery window; it is not done, and the next start takes it.
-		retry := errors.Is(err, rpc.ErrDisconnected) || errors.Is(err, syscall.ESHUTDOWN)
-		if err == nil || !retry || time.Now().After(deadline) {
-			return asErrno(err)
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return asErrno(ctx.Err())
-		}
-	}
+	// ESHUTDOWN: an MDT stopping while it held the request in its
+	// recovery window; it is not done, and the next start takes it.
+	return asErrno(rpc.DoResending(ctx, r, call, c.opts.RetryFor, func(err error) bool { return errors.Is(err, syscall.ESHUTDOWN) }))
 }
 
 // asErrno keeps errnos and turns transport failures into EIO, so callers

@@ -213,7 +213,7 @@ func (c *Client) Close() error {
 // the operation may be repeated.
 func (c *Client) Do(ctx context.Context, call *Call) error {
 	start := time.Now()
-	backoff := 20 * time.Millisecond
+	wait := NewBackoff(20*time.Millisecond, time.Second)
 	for {
 		cc, err := c.get(ctx)
 		if err == nil {
@@ -227,12 +227,9 @@ func (c *Client) Do(ctx context.Context, call *Call) error {
 		if errors.Is(err, errClosed) || errors.Is(err, ErrAuth) || call.FailFast || ctx.Err() != nil || time.Since(start) > c.RetryFor {
 			return fmt.Errorf("%s: %w", c.Addr, err)
 		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", c.Addr, ctx.Err())
+		if err := wait.Wait(ctx); err != nil {
+			return fmt.Errorf("%s: %w", c.Addr, err)
 		}
-		backoff = min(backoff*2, time.Second)
 	}
 }
 
@@ -409,14 +406,13 @@ func (c *Client) redialSoon(dead *clientConn) {
 			c.mu.Unlock()
 		}()
 		start := time.Now()
-		backoff := 20 * time.Millisecond
+		wait := NewBackoff(20*time.Millisecond, 500*time.Millisecond)
 		for time.Since(start) < c.RetryFor {
 			_, err := c.get(context.Background())
 			if err == nil || errors.Is(err, errClosed) || errors.Is(err, ErrAuth) {
 				return
 			}
-			time.Sleep(backoff)
-			backoff = min(backoff*2, 500*time.Millisecond)
+			_ = wait.Wait(context.Background())
 		}
 	}()
 }

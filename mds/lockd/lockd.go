@@ -317,15 +317,15 @@ func (s *Service) callBack(id ldlm.ID, client string, res proto.FID) {
 func (s *Service) call(client string, method uint16, req, resp any, onReply func(error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
+	// Short waits: a conflicting enqueue waits on this callback.
+	wait := rpc.NewBackoff(50*time.Millisecond, 200*time.Millisecond)
 	for {
 		err := s.cb.CallbackAnd(ctx, client, method, req, resp, onReply)
 		if !errors.Is(err, rpc.ErrNoConnection) && !errors.Is(err, rpc.ErrDisconnected) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if wait.Wait(ctx) != nil {
 			return err
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
