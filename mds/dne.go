@@ -795,9 +795,7 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 		res.attrs = append(res.attrs, r.Attrs...)
 		res.destroy = append(res.destroy, r.Destroy...)
 	}
-	if m.ownPartGate != nil {
-		<-m.ownPartGate
-	}
+	m.hooks.beforeOwnPart()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.applied(rec.ID) {
@@ -829,21 +827,10 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 func invokePeer[Resp any](ctx context.Context, c *rpc.Client, method uint16, req any) (*Resp, error) {
 	resp := new(Resp)
 	call := &rpc.Call{Method: method, Req: req, Resp: resp}
-	deadline := time.Now().Add(c.RetryFor)
-	for {
-		err := c.Do(ctx, call)
-		if err == nil {
-			return resp, nil
-		}
-		if !errors.Is(err, rpc.ErrDisconnected) || time.Now().After(deadline) {
-			return nil, err
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := rpc.DoResending(ctx, c, call, c.RetryFor, nil); err != nil {
+		return nil, err
 	}
+	return resp, nil
 }
 
 // noteCaller adds to rec that the client request of ctx is done
@@ -1001,7 +988,7 @@ func (m *MDT) recordsOf(want func(coord uint32) bool) []*dtx.Record {
 }
 
 func (m *MDT) sweep() {
-	if m.holdSyncs.Load() {
+	if m.hooks.syncsHeld() {
 		return
 	}
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
@@ -1033,7 +1020,7 @@ func (m *MDT) sweep() {
 		return
 	}
 	durable := map[uint32][]bool{self: nil}
-	for _, p := range participantsOf(mine) {
+	for _, p := range dtx.ParticipantsOf(mine) {
 		if p == self {
 			continue
 		}
@@ -1051,60 +1038,33 @@ func (m *MDT) sweep() {
 		}
 		durable[p] = st.Applied
 	}
-	// Cancel the longest prefix whose parts are all durable; redo every
-	// lost part (after a participant's crash there are many: one redo per
-	// sweep left a namespace dangling for seconds).
-	var cancel []proto.TxnID
-	prefix := true // cancel stays a prefix of mine
-	for i, r := range mine {
-		applied := map[uint32]bool{self: true}
-		for _, p := range r.Participants() {
-			if p != self {
-				applied[p] = durable[p][i]
+	// Every lost part is redone at once (after a participant's crash
+	// there are many: one redo per sweep left a namespace dangling for
+	// seconds); a part lost a moment ago most likely has its push still
+	// on the way.
+	plan := dtx.PlanSweep(self, mine, durable, func(r *dtx.Record) bool {
+		return time.Since(time.Unix(0, r.Started)) < 5*m.cfg.CommitInterval || m.pushesHeld()
+	})
+	for _, rd := range plan.Redo {
+		for _, p := range rd.To {
+			if c, err := m.peer(ctx, p); err == nil {
+				_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(rd.Rec)})
 			}
-		}
-		if redo := dtx.Recover(r, applied).Redo; len(redo) > 0 {
-			if time.Since(time.Unix(0, r.Started)) < 5*m.cfg.CommitInterval || m.grants.holding() {
-				break // most likely its push is still on the way
-			}
-			for _, p := range redo {
-				if c, err := m.peer(ctx, p); err == nil {
-					_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(r)})
-				}
-			}
-			prefix = false // cancel after the redo is durable, next sweep
-			continue
-		}
-		if !dtx.CanCancel(r, applied) {
-			prefix = false
-			continue
-		}
-		if prefix {
-			cancel = append(cancel, toWire(r.ID))
 		}
 	}
-	if len(cancel) == 0 {
+	if len(plan.Cancel) == 0 {
 		return
 	}
-	for _, p := range participantsOf(mine) {
-		if p == self {
-			continue
-		}
+	for p, ids := range plan.CancelAt {
 		c, err := m.peer(ctx, p)
 		if err != nil {
 			return
 		}
-		// cancel is a prefix of mine.
-		var mineHere []proto.TxnID
-		for i, id := range cancel {
-			if slices.Contains(mine[i].Participants(), p) {
-				mineHere = append(mineHere, id)
-			}
-		}
-		if _, err := rpc.Invoke[proto.Empty](ctx, c, proto.MTxnCancel, &proto.TxnCancelReq{IDs: mineHere}); err != nil {
+		if _, err := rpc.Invoke[proto.Empty](ctx, c, proto.MTxnCancel, &proto.TxnCancelReq{IDs: wireIDs(ids)}); err != nil {
 			return
 		}
 	}
+	cancel := wireIDs(plan.Cancel)
 	m.mu.Lock()
 	b := m.db.NewBatch()
 	m.cancelInBatch(b, cancel)
@@ -1143,14 +1103,11 @@ func (m *MDT) askCoordinator(ctx context.Context, r *dtx.Record) {
 	}
 }
 
-func participantsOf(recs []*dtx.Record) []uint32 {
-	var out []uint32
-	for _, r := range recs {
-		for _, p := range r.Participants() {
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
+// wireIDs is ids as the wire carries them.
+func wireIDs(ids []dtx.OpID) []proto.TxnID {
+	out := make([]proto.TxnID, len(ids))
+	for i, id := range ids {
+		out[i] = toWire(id)
 	}
 	return out
 }
@@ -1186,6 +1143,7 @@ func (m *MDT) recoverFromPeers() {
 		if uint32(p) == self {
 			continue
 		}
+		wait := rpc.NewBackoff(100*time.Millisecond, time.Second)
 		for ctx.Err() == nil {
 			c, err := m.peer(ctx, uint32(p))
 			if err == nil {
@@ -1199,7 +1157,7 @@ func (m *MDT) recoverFromPeers() {
 					break
 				}
 			}
-			time.Sleep(100 * time.Millisecond)
+			_ = wait.Wait(ctx)
 		}
 	}
 	slices.SortFunc(recs, func(a, b *dtx.Record) int {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ type pair struct {
 	fs   [2]*vfs.MemFS
 	mdt  [2]*MDT
 	cl   [2]*rpc.Client
+	hook [2]*testHooks
 	// commit is the MDTs' group commit interval (5 ms unless a test
 	// needs changes to stay unsynced longer).
 	commit time.Duration
@@ -46,8 +48,9 @@ func (p *pair) open(i int) {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	p.hook[i] = &testHooks{}
 	m, err := Open(Config{Index: i, DataDir: fmt.Sprintf("/mdt%d", i), FS: p.fs[i], MGS: p.addr(0), Addr: p.addr(i),
-		CommitInterval: p.commit, TxnAskAfter: time.Nanosecond})
+		CommitInterval: p.commit, TxnAskAfter: time.Nanosecond, hooks: p.hook[i]})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -626,7 +629,7 @@ func TestSlowCoordinatorIsNotRedone(t *testing.T) {
 		p.mdt[i].remoteSync.Store(true)
 	}
 	gate := make(chan struct{})
-	p.mdt[0].ownPartGate = gate
+	p.hook[0].ownPart.Store(&gate)
 	done := make(chan error, 1)
 	go func() {
 		done <- p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "d", Mode: 0o755, MDT: 1}, &proto.AttrReply{})
@@ -708,7 +711,7 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 	p := newPair(t, fmt.Sprintf("pull-%d", time.Now().UnixNano()))
 	defer func() { p.close(1); p.close(0) }()
 	gate := make(chan struct{})
-	p.mdt[0].grants.pushGate = gate
+	p.hook[0].push.Store(&gate)
 	var a proto.AttrReply
 	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "a", Mode: 0o755, MDT: 1}, &a); err != nil {
 		t.Fatal(err)
@@ -739,7 +742,7 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 		t.Fatalf("a pull under the root synced mdt0 %d times", n)
 	}
 	var fresh, c proto.AttrReply
-	p.mdt[0].holdSyncs.Store(true) // "fresh" stays not durable
+	p.hook[0].holdSyncs.Store(true) // "fresh" stays not durable
 	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "fresh", Mode: 0o755, MDT: 0}, &fresh); err != nil {
 		t.Fatal(err)
 	}
@@ -754,7 +757,7 @@ func TestRemoteMkdirBeforePush(t *testing.T) {
 	if n := p.mdt[0].ctr.dtxDepSyncs.Load(); n != 1 {
 		t.Fatalf("two pulls under a parent made a moment ago synced mdt0 %d times, want 1", n)
 	}
-	p.mdt[0].holdSyncs.Store(false)
+	p.hook[0].holdSyncs.Store(false)
 	// A FID nobody was granted is not pulled for.
 	stray := proto.FID{Seq: a.Attr.FID.Seq, Oid: a.Attr.FID.Oid + fidBlock(proto.FIDPlain) + 100}
 	if err := p.call(1, proto.MGetattr, &proto.GetattrReq{FID: stray}, &got); !errors.Is(err, syscall.ENOENT) {
@@ -839,7 +842,7 @@ func TestRmdirWaitsForPush(t *testing.T) {
 	p := newPair(t, fmt.Sprintf("flush-%d", time.Now().UnixNano()))
 	defer func() { p.close(1); p.close(0) }()
 	gate := make(chan struct{})
-	p.mdt[0].grants.pushGate = gate
+	p.hook[0].push.Store(&gate)
 	if err := p.call(0, proto.MMkdir, &proto.MkdirReq{Parent: proto.RootFID, Name: "a", Mode: 0o755, MDT: 1}, &proto.AttrReply{}); err != nil {
 		t.Fatal(err)
 	}
@@ -929,7 +932,7 @@ func TestFsckWaitsForPushes(t *testing.T) {
 	p := newPair(t, fmt.Sprintf("fsckpush-%d", time.Now().UnixNano()))
 	defer func() { p.close(1); p.close(0) }()
 	gate := make(chan struct{})
-	p.mdt[0].grants.pushGate = gate
+	p.hook[0].push.Store(&gate)
 	a := p.mkdirRemote("d")
 	var rep *fsck.Report
 	var err error
@@ -1068,7 +1071,8 @@ func crashRNG(fifths int) *rand.Rand {
 func TestPushAppliesEachRecordOrNone(t *testing.T) {
 	p := newPair(t, fmt.Sprintf("push-%d", time.Now().UnixNano()))
 	defer func() { p.close(1); p.close(0) }()
-	p.mdt[0].grants.pushGate = make(chan struct{}) // no pushes of its own
+	noPushes := make(chan struct{}) // no pushes of its own
+	p.hook[0].push.Store(&noPushes)
 	var fids proto.ReserveFIDsReply
 	if err := p.call(1, proto.MReserveFIDs, &proto.ReserveFIDsReq{Kind: proto.FIDPlain, N: 3, Coord: 0}, &fids); err != nil {
 		t.Fatal(err)
@@ -1152,3 +1156,25 @@ func errnoName(e syscall.Errno) string {
 	}
 	return e.Error()
 }
+
+// testHooks holds an MDT where a test says (hooks.go).
+type testHooks struct {
+	ownPart   atomic.Pointer[chan struct{}] // a coordinator waits for it to close before its own part
+	push      atomic.Pointer[chan struct{}] // pushes wait for it to close
+	holdSyncs atomic.Bool
+}
+
+func (h *testHooks) pushGate() <-chan struct{} {
+	if ch := h.push.Load(); ch != nil {
+		return *ch
+	}
+	return nil
+}
+
+func (h *testHooks) beforeOwnPart() {
+	if ch := h.ownPart.Load(); ch != nil {
+		<-*ch
+	}
+}
+
+func (h *testHooks) syncsHeld() bool { return h.holdSyncs.Load() }

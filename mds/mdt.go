@@ -50,6 +50,8 @@ type Config struct {
 	// FS is the filesystem Pebble runs on; nil means the real disk. Tests
 	// pass vfs.NewCrashableMem or an error-injecting FS.
 	FS vfs.FS
+	// hooks are a test's hold points (hooks.go); nil for none.
+	hooks hooks
 	// CommitInterval groups commits: changes are applied and answered at
 	// once and made durable together this often (fsync forces it sooner).
 	CommitInterval time.Duration
@@ -140,14 +142,8 @@ type MDT struct {
 	running map[dtx.OpID]struct{}
 	// lastAsk is when the sweeper last read the records held as a
 	// participant (sweeper goroutine only).
-	lastAsk time.Time
-	// ownPartGate, in tests, holds a coordinator after its participants
-	// applied their parts and before it applies its own.
-	ownPartGate chan struct{}
-	// holdSyncs, in tests, skips the group commit and the sweeper (which
-	// syncs too): a change not yet durable stays so until an operation
-	// that needs it durable syncs.
-	holdSyncs  atomic.Bool
+	lastAsk    time.Time
+	hooks      hooks // cfg.hooks, or none
 	remoteSync atomic.Bool
 	peerMu     sync.Mutex
 	peers      map[uint32]*rpc.Client
@@ -247,6 +243,9 @@ func Open(cfg Config) (*MDT, error) {
 		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
 		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)
+	if m.hooks = cfg.hooks; m.hooks == nil {
+		m.hooks = noHooks{}
+	}
 	m.space = spaceGuard{index: cfg.Index, reserve: diskspace.Default}
 	if cfg.Reserve != nil {
 		m.space.reserve = *cfg.Reserve
@@ -464,7 +463,7 @@ func (m *MDT) committer() {
 		case <-prune.C:
 			m.pruneDone()
 		case <-t.C:
-			if !m.holdSyncs.Load() && m.dirty.Swap(false) {
+			if !m.hooks.syncsHeld() && m.dirty.Swap(false) {
 				if err := m.Sync(); err != nil && m.guard.Err() == nil { // a failed store is logged once
 					m.logf(slog.LevelWarn, "group commit: %v", err)
 				}

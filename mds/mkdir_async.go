@@ -64,9 +64,6 @@ type grants struct {
 	// create, until the push is over: a pull finds its record without
 	// going through every record held.
 	unpushed map[proto.FID]loggedRec
-	// pushGate, in tests, holds every push (and the sweeper's redo of
-	// them) until it is closed: a push that comes late.
-	pushGate chan struct{}
 
 	async, pulls, given atomic.Int64
 }
@@ -75,19 +72,6 @@ type fidRange struct {
 	coord      uint32
 	seq        uint64
 	first, end uint32 // [first, end)
-}
-
-// holding reports whether a test holds the pushes back.
-func (g *grants) holding() bool {
-	if g.pushGate == nil {
-		return false
-	}
-	select {
-	case <-g.pushGate:
-		return false
-	default:
-		return true
-	}
 }
 
 func (g *grants) init() {
@@ -320,7 +304,7 @@ func (m *MDT) pusher(target uint32, pq *pushQ) {
 				break drain
 			}
 		}
-		if gate := m.grants.pushGate; gate != nil {
+		if gate := m.hooks.pushGate(); gate != nil {
 			select {
 			case <-gate:
 			case <-m.stop:
