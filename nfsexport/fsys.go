@@ -79,7 +79,7 @@ func pathError(op, path string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &os.PathError{Op: "nfs: " + op, Path: showPath(path), Err: fs.Errno(err)}
+	return &os.PathError{Op: "nfs: " + op, Path: showPath(path), Err: fs.AnswerErrno(err)}
 }
 
 func bg() context.Context { return context.Background() }

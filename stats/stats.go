@@ -15,29 +15,20 @@ import (
 
 	"github.com/pkg/xattr"
 
+	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/internal/targets"
-	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
 
-// Xattrs the mount answers on any path (they are not listed).
+// The mount's virtual extended attributes (fs.ClientXattr and the rest).
 const (
-	// ClientXattr holds the mount's client counters as JSON.
-	ClientXattr = "stripefs.client_stats"
-	// MGSXattr holds the MGS address the mount was started with.
-	MGSXattr = "stripefs.mgs"
-	// KeyFileXattr holds the path of the key file the mount proves
-	// itself with (not the key), so that root's tools find it.
-	KeyFileXattr = "stripefs.keyfile"
+	ClientXattr  = fs.ClientXattr
+	MGSXattr     = fs.MGSXattr
+	KeyFileXattr = fs.KeyFileXattr
 )
 
 // Method is one method's call and bulk byte counts.
-type Method struct {
-	Name     string `json:"name"`
-	Calls    int64  `json:"calls"`
-	BytesIn  int64  `json:"bytes_in"`
-	BytesOut int64  `json:"bytes_out"`
-}
+type Method = fs.MethodCount
 
 // Target is one server's counters.
 type Target struct {
@@ -49,28 +40,12 @@ type Target struct {
 }
 
 // Client is what a mount reports.
-type Client struct {
-	Methods  []Method         `json:"methods"`
-	Counters map[string]int64 `json:"counters"`
-}
+type Client = fs.Report
 
 // Snapshot is the whole filesystem's counters at one moment.
 type Snapshot struct {
 	Client  *Client  `json:"client,omitempty"`
 	Targets []Target `json:"targets"`
-}
-
-// Methods converts RPC counters, naming each method.
-func Methods(ms []rpc.MethodCount) []Method {
-	out := make([]Method, 0, len(ms))
-	for _, m := range ms {
-		name := proto.MethodName(m.Method)
-		if m.Method == rpc.MethodStats {
-			name = "stats"
-		}
-		out = append(out, Method{Name: name, Calls: m.Calls, BytesIn: m.BytesIn, BytesOut: m.BytesOut})
-	}
-	return out
 }
 
 // FromMount reads the client counters of the mount that holds path and
@@ -101,11 +76,9 @@ func FromMount(ctx context.Context, path string) (*Snapshot, error) {
 // names it: callers that need every counter fail, a tool can still
 // print the rest.
 func FromServers(ctx context.Context, mgs string) (*Snapshot, error) {
-	c := rpc.NewClient(mgs, "stats")
-	defer c.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	cfg, err := targets.Map(ctx, mgs, "stats", 0)
 	if err != nil {
-		return nil, fmt.Errorf("cluster map from %s: %w", mgs, err)
+		return nil, err
 	}
 	ts := targets.Of(cfg)
 	out := &Snapshot{Targets: make([]Target, len(ts))}
@@ -116,7 +89,7 @@ func FromServers(ctx context.Context, mgs string) (*Snapshot, error) {
 			out.Targets[i] = Target{Name: name, Error: err.Error()}
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		tg := Target{Name: name, Methods: Methods(r.Methods), Counters: map[string]int64{}}
+		tg := Target{Name: name, Methods: fs.NamedMethods(r.Methods), Counters: map[string]int64{}}
 		for _, c := range r.Counters {
 			tg.Counters[c.Name] = c.Value
 		}

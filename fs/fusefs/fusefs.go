@@ -8,8 +8,6 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,8 +18,6 @@ import (
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/rpc"
-	"github.com/stripefs/stripefs/stats"
 )
 
 // Options tune the kernel's caches and the mount's application locks.
@@ -105,42 +101,7 @@ func (n nodes) nodeID(fid proto.FID) uint64 {
 	return fid.Ino()
 }
 
-func status(err error) fuse.Status {
-	if err == nil {
-		return fuse.OK
-	}
-	errno := fs.Errno(err)
-	if errno == syscall.EIO {
-		eioLog.print(err)
-	}
-	return fuse.Status(errno)
-}
-
-// eioLog says why a program got EIO, which the errno alone never tells
-// (Lustre's "LustreError" lines), at most once a second so that a dead
-// OST under a reading loop does not flood the log.
-var eioLog rateLog
-
-type rateLog struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
-func (l *rateLog) print(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if time.Since(l.last) < time.Second {
-		l.suppressed++
-		return
-	}
-	if l.suppressed > 0 {
-		slog.Error(fmt.Sprintf("EIO: %v (and %d more EIO since the last)", err, l.suppressed), "errno", "EIO", "suppressed", l.suppressed)
-	} else {
-		slog.Error(fmt.Sprintf("EIO: %v", err), "errno", "EIO")
-	}
-	l.last, l.suppressed = time.Now(), 0
-}
+func status(err error) fuse.Status { return fuse.Status(fs.AnswerErrno(err)) }
 
 // ctx is the context of one request. The kernel's interrupts are not
 // passed on: Go programs get a signal (SIGURG, for preemption) every few
@@ -437,17 +398,11 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 		// capabilities; stripefs keeps none, and saying so here saves
 		// that write an MDT round trip.
 		return 0, fuse.ENOATTR
-	case stats.ClientXattr:
-		// With the process's memory, as a server's stats carry it (the
-		// Prometheus endpoint has its own process collector).
-		counters := counterMap(f.c.Counters())
-		for _, pc := range rpc.ProcessCounters() {
-			counters[pc.Name] = pc.Value
-		}
-		v, err = json.Marshal(&stats.Client{Methods: stats.Methods(f.c.Stats.Snapshot()), Counters: counters})
-	case stats.MGSXattr:
+	case fs.ClientXattr:
+		v, err = json.Marshal(f.c.Report())
+	case fs.MGSXattr:
 		v = []byte(f.c.MGS())
-	case stats.KeyFileXattr:
+	case fs.KeyFileXattr:
 		v = []byte(f.c.KeyFile())
 	default:
 		v, err = f.c.Getxattr(c, f.nodeFID(h.NodeId), attr)
@@ -459,14 +414,6 @@ func (f *FS) GetXAttr(cancel <-chan struct{}, h *fuse.InHeader, attr string, des
 		return uint32(len(v)), fuse.ERANGE
 	}
 	return uint32(copy(dest, v)), fuse.OK
-}
-
-func counterMap(cs []fs.Counter) map[string]int64 {
-	m := make(map[string]int64, len(cs))
-	for _, c := range cs {
-		m[c.Name] = c.Value
-	}
-	return m
 }
 
 func (f *FS) ListXAttr(cancel <-chan struct{}, h *fuse.InHeader, dest []byte) (uint32, fuse.Status) {
