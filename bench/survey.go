@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -186,12 +187,9 @@ func Survey(ctx context.Context, c SurveyConfig, progress func(string)) (*Survey
 	if progress == nil {
 		progress = func(string) {}
 	}
-	mgs := rpc.NewClient(c.MGS, "survey")
-	mgs.RetryFor = 10 * time.Second
-	defer mgs.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, mgs, proto.GConfig, &proto.Empty{})
+	cfg, err := targets.Map(ctx, c.MGS, "survey", 10*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("survey: cluster map from %s: %w", c.MGS, err)
+		return nil, fmt.Errorf("survey: %w", err)
 	}
 	addrs := map[int]string{}
 	for _, t := range cfg.OSTs {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/stripefs/stripefs/fsck"
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -27,11 +28,9 @@ type namespace struct {
 // methods are fsck's). Sizes are the MDT's: a file a client is writing
 // now shows what that client last reported.
 func Scan(ctx context.Context, mgs string, rootFID proto.FID, root string, p *Pred, emit func(path string)) error {
-	mc := rpc.NewClient(mgs, "find")
-	defer mc.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, mc, proto.GConfig, &proto.Empty{})
+	cfg, err := targets.Map(ctx, mgs, "find", 0)
 	if err != nil {
-		return fmt.Errorf("find: cluster map from %s: %w", mgs, err)
+		return fmt.Errorf("find: %w", err)
 	}
 	parts := make([]namespacePart, len(cfg.MDTs))
 	g, gctx := errgroup.WithContext(ctx)

@@ -7,17 +7,16 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
 
 // Gather reads every MDT's inodes and entries and every OST's objects.
 func Gather(ctx context.Context, mgs string) (*View, *proto.Config, error) {
-	mc := rpc.NewClient(mgs, "fsck")
-	defer mc.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, mc, proto.GConfig, &proto.Empty{})
+	cfg, err := targets.Map(ctx, mgs, "fsck", 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fsck: cluster map from %s: %w", mgs, err)
+		return nil, nil, fmt.Errorf("fsck: %w", err)
 	}
 	v := &View{Objects: map[uint32][]proto.ObjID{}}
 	// First every MDT puts in place the parts of cross-MDT operations it

@@ -14,8 +14,7 @@ import (
 	"github.com/pkg/xattr"
 
 	"github.com/stripefs/stripefs/internal/mountinfo"
-	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/rpc"
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/stats"
 )
 
@@ -72,11 +71,9 @@ func Inspect(ctx context.Context, mnt string) (*Export, error) {
 		return nil, fmt.Errorf("nfsexport: %s is inside a stripefs mount, not its mount point (%s): nfsd exports mount points", abs, point)
 	}
 	e.Options = opts
-	c := rpc.NewClient(e.MGS, "nfsexport")
-	defer c.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	cfg, err := targets.Map(ctx, e.MGS, "nfsexport", 0)
 	if err != nil {
-		return nil, fmt.Errorf("nfsexport: cluster map from %s: %w", e.MGS, err)
+		return nil, fmt.Errorf("nfsexport: %w", err)
 	}
 	e.FSName = cfg.FSName
 	e.FSID = FSID(e.FSName, e.MGS)

@@ -340,7 +340,7 @@ mount's. --fiemap-fail holds for the through passes too.`,
 					refDir = filepath.Join(data, "ref")
 				}
 			case c.MGS == "" && through.c.Dir != "":
-				addr, err := mgsOf("", []string{through.c.Dir})
+				addr, err := mountMGS(through.c.Dir)
 				if err != nil {
 					return fmt.Errorf("--through: %w", err)
 				}

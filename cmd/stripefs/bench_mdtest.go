@@ -9,11 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/pkg/xattr"
 	"github.com/spf13/cobra"
 
 	"github.com/stripefs/stripefs/bench"
-	"github.com/stripefs/stripefs/stats"
 )
 
 func benchMdtestCmd() *cobra.Command {
@@ -102,9 +100,9 @@ func benchDNECmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			mnt, _ := cmd.Flags().GetString("mount")
-			mgs, err := xattr.Get(mnt, stats.MGSXattr)
+			mgs, err := mountMGS(mnt)
 			if err != nil {
-				return fmt.Errorf("%s is not a stripefs mount: %w", mnt, err)
+				return err
 			}
 			work, err := os.MkdirTemp(mnt, "dnebench.")
 			if err != nil {
@@ -132,13 +130,13 @@ func benchDNECmd() *cobra.Command {
 					sync string
 				}{{"local", 0, ""}, {"remote", 1, ""}, {"remote-sync", 1, "1"}} {
 					if k.sync != "" {
-						if err := setRemoteSync(ctx, string(mgs), k.sync); err != nil {
+						if err := setRemoteSync(ctx, mgs, k.sync); err != nil {
 							return err
 						}
 					}
 					m, err := run(fmt.Sprintf("%s-%d", k.name, r), bench.MdtestConfig{Items: dirs, Procs: 1, DirsOnly: true, MDTIndex: k.mdt, TreeMDTIndex: 0})
 					if k.sync != "" {
-						if rerr := setRemoteSync(ctx, string(mgs), "0"); err == nil {
+						if rerr := setRemoteSync(ctx, mgs, "0"); err == nil {
 							err = rerr
 						}
 					}

@@ -13,10 +13,10 @@ import (
 	"github.com/pkg/xattr"
 	"github.com/spf13/cobra"
 
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
-	"github.com/stripefs/stripefs/stats"
 )
 
 // The distributed-namespace tools (lfs mkdir -i, setdirstripe,
@@ -78,17 +78,9 @@ func checkDirStripe(path string, index, count int, anyIndex bool) error {
 
 // mdtCount asks the MGS of the mount holding path how many MDTs there are.
 func mdtCount(path string) (int, error) {
-	mgs, err := xattr.Get(path, stats.MGSXattr)
+	cfg, err := clusterOf(path)
 	if err != nil {
-		return 0, fmt.Errorf("%s is not on a stripefs mount: %w", path, unwrapXattr(err))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := rpc.NewClient(string(mgs), "lfs")
-	defer c.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
-	if err != nil {
-		return 0, fmt.Errorf("cluster map from %s: %w", mgs, err)
+		return 0, err
 	}
 	n := 0
 	for _, t := range cfg.MDTs {
@@ -216,15 +208,10 @@ func setParamCmd() *cobra.Command {
 			if !ok {
 				return fmt.Errorf("want NAME=VALUE, got %q", args[0])
 			}
-			if mnt, _ := cmd.Flags().GetString("mount"); mnt != "" {
-				v, err := xattr.Get(mnt, stats.MGSXattr)
-				if err != nil {
-					return fmt.Errorf("%s is not a stripefs mount: %w", mnt, err)
-				}
-				mgs = string(v)
-			}
-			if mgs == "" {
-				return fmt.Errorf("give --mgs or --mount")
+			mnt, _ := cmd.Flags().GetString("mount")
+			mgs, err := mgsOf(mgs, mnt, "--mount")
+			if err != nil {
+				return err
 			}
 			done, err := setMDTParam(context.Background(), mgs, name, value)
 			for _, idx := range done {
@@ -243,9 +230,7 @@ func setParamCmd() *cobra.Command {
 func setMDTParam(ctx context.Context, mgs, name, value string) ([]uint32, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c := rpc.NewClient(mgs, "set_param")
-	defer c.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	cfg, err := targets.Map(ctx, mgs, "set_param", 0)
 	if err != nil {
 		return nil, err
 	}

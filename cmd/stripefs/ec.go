@@ -7,28 +7,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/pkg/xattr"
 	"github.com/spf13/cobra"
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/fsck"
-	"github.com/stripefs/stripefs/stats"
 )
-
-// mgsOf returns the MGS address of --mgs or of a mount point.
-func mgsOf(mgs string, args []string) (string, error) {
-	if len(args) == 1 {
-		v, err := xattr.Get(args[0], stats.MGSXattr)
-		if err != nil {
-			return "", fmt.Errorf("%s is not a stripefs mount: %w", args[0], err)
-		}
-		return string(v), nil
-	}
-	if mgs == "" {
-		return "", fmt.Errorf("give --mgs or a mount point")
-	}
-	return mgs, nil
-}
 
 func rebuildCmd() *cobra.Command {
 	var mgs string
@@ -46,7 +29,7 @@ rebuilt (more than M units lost) are reported. Plain striped files on the OST
 cannot be rebuilt. Exit status 1 when a row could not be rebuilt.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			addr, err := mgsOf(mgs, args)
+			addr, err := mgsOf(mgs, firstArg(args), "a mount point")
 			if err != nil {
 				return err
 			}
@@ -78,7 +61,7 @@ kept. Run it while the files are not being written. Exit status 1 when
 damage was found and not repaired.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			addr, err := mgsOf(mgs, args)
+			addr, err := mgsOf(mgs, firstArg(args), "a mount point")
 			if err != nil {
 				return err
 			}

@@ -7,11 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/pkg/xattr"
 	"github.com/spf13/cobra"
 
 	"github.com/stripefs/stripefs/fsck"
-	"github.com/stripefs/stripefs/stats"
 )
 
 func fsckCmd() *cobra.Command {
@@ -27,15 +25,9 @@ corrected and orphan objects destroyed. Exit status 1 when problems were
 found and not repaired.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				v, err := xattr.Get(args[0], stats.MGSXattr)
-				if err != nil {
-					return fmt.Errorf("%s is not a stripefs mount: %w", args[0], err)
-				}
-				mgs = string(v)
-			}
-			if mgs == "" {
-				return fmt.Errorf("give --mgs or a mount point")
+			mgs, err := mgsOf(mgs, firstArg(args), "a mount point")
+			if err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()

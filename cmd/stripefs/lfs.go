@@ -12,8 +12,9 @@ import (
 	"github.com/pkg/xattr"
 	"github.com/spf13/cobra"
 
+	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/stats"
 )
 
@@ -49,17 +50,44 @@ func parseLfsUnits(s string, unit uint64) (uint64, error) {
 	return n * mult, nil
 }
 
+// mountMGS is the MGS address of the stripefs mount path is on: every
+// path of a mount answers it (fs.MGSXattr).
+func mountMGS(path string) (string, error) {
+	v, err := xattr.Get(path, fs.MGSXattr)
+	if err != nil {
+		return "", fmt.Errorf("%s is not on a stripefs mount: %w", path, unwrapXattr(err))
+	}
+	return string(v), nil
+}
+
+// mgsOf is the MGS address a command was given: the one of the mount
+// path is on, else mgs (--mgs); want names the other way in the error.
+func mgsOf(mgs, path, want string) (string, error) {
+	if path != "" {
+		return mountMGS(path)
+	}
+	if mgs == "" {
+		return "", fmt.Errorf("give --mgs or %s", want)
+	}
+	return mgs, nil
+}
+
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
+}
+
 // clusterOf returns the cluster map of the filesystem path is on.
 func clusterOf(path string) (*proto.Config, error) {
-	mgs, err := xattr.Get(path, stats.MGSXattr)
+	mgs, err := mountMGS(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s is not on a stripefs mount: %w", path, err)
+		return nil, err
 	}
-	c := rpc.NewClient(string(mgs), "lfs")
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	return targets.Map(ctx, mgs, "lfs", 0)
 }
 
 func statsCmd() *cobra.Command {

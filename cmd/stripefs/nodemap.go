@@ -9,14 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pkg/xattr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/stripefs/stripefs/nodemap"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
-	"github.com/stripefs/stripefs/stats"
 )
 
 func nodemapCmd() *cobra.Command {
@@ -42,15 +40,9 @@ pulls the maps within 10 seconds). Needs an admin or server key.`,
 	pf.StringVar(&mgs, "mgs", "", "MGS address")
 	pf.StringVar(&mnt, "mount", "", "a stripefs mount point (to find the MGS)")
 	client := func() (*rpc.Client, error) {
-		if mnt != "" {
-			v, err := xattr.Get(mnt, stats.MGSXattr)
-			if err != nil {
-				return nil, fmt.Errorf("%s is not a stripefs mount: %w", mnt, err)
-			}
-			mgs = string(v)
-		}
-		if mgs == "" {
-			return nil, fmt.Errorf("give --mgs or --mount")
+		mgs, err := mgsOf(mgs, mnt, "--mount")
+		if err != nil {
+			return nil, err
 		}
 		c := rpc.NewClient(mgs, "nodemap")
 		c.RetryFor = 10 * time.Second

@@ -22,7 +22,6 @@ import (
 	"github.com/stripefs/stripefs/internal/targets"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
-	"github.com/stripefs/stripefs/stats"
 )
 
 // The quota tools, as lfs setquota, lfs quota and lfs project.
@@ -257,16 +256,13 @@ type targetQuota struct {
 
 // queryQuota asks every target of the filesystem under root for k.
 func queryQuota(ctx context.Context, root string, k proto.QuotaKey, refresh bool) ([]targetQuota, []error) {
-	mgs, err := xattr.Get(root, stats.MGSXattr)
+	mgs, err := mountMGS(root)
 	if err != nil {
-		return nil, []error{fmt.Errorf("%s is not on a stripefs mount: %w", root, err)}
+		return nil, []error{err}
 	}
-	c := rpc.NewClient(string(mgs), "quota")
-	c.RetryFor = 5 * time.Second
-	defer c.Close()
-	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	cfg, err := targets.Map(ctx, mgs, "quota", 5*time.Second)
 	if err != nil {
-		return nil, []error{fmt.Errorf("cluster map from %s: %w", mgs, err)}
+		return nil, []error{err}
 	}
 	ts := targets.Of(cfg)
 	// Each MDT twice: its inodes, then the blocks of the file data it

@@ -54,3 +54,18 @@ func AskEach(ctx context.Context, ts []Target, name string, retryFor time.Durati
 	wg.Wait()
 	return errs
 }
+
+// Map asks the MGS at mgs for the cluster map, over a client named name
+// that stops redialing after retryFor (the client's default for 0).
+func Map(ctx context.Context, mgs, name string, retryFor time.Duration) (*proto.Config, error) {
+	c := rpc.NewClient(mgs, name)
+	if retryFor > 0 {
+		c.RetryFor = retryFor
+	}
+	defer c.Close()
+	cfg, err := rpc.Invoke[proto.Config](ctx, c, proto.GConfig, &proto.Empty{})
+	if err != nil {
+		return nil, fmt.Errorf("cluster map from %s: %w", mgs, err)
+	}
+	return cfg, nil
+}
