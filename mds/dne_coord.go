@@ -1,0 +1,213 @@
+package mds
+
+// The coordinator: a client's mkdir or rmdir of a directory on another
+// MDT than its parent's, run as a cross-MDT operation (dtx.Record).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// txnResult is what the parts of an operation report.
+type txnResult struct {
+	attr    proto.Attr   // the created inode (mkdir), the removed directory (rmdir)
+	attrs   []proto.Attr // inodes whose links changed, after the change
+	destroy []proto.Attr // files whose last link went: their objects go
+	// own are the inodes the coordinator's part changed, after the
+	// change (dirIn).
+	own map[proto.FID]*inode
+}
+
+// attrOf returns f's attributes as the operation left them.
+func (r *txnResult) attrOf(f proto.FID) (proto.Attr, bool) {
+	for i := len(r.attrs) - 1; i >= 0; i-- {
+		if r.attrs[i].FID == f {
+			return r.attrs[i], true
+		}
+	}
+	return proto.Attr{}, false
+}
+
+// runTxn executes a distributed operation as its coordinator: remote parts
+// first, then ours. The names it creates or removes are reserved meanwhile
+// (m.mu is not held across RPCs: two MDTs coordinating towards each other
+// must not deadlock). check is the precondition for the remote part.
+func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnResult, error) {
+	noteCaller(ctx, rec)
+	res := &txnResult{}
+	m.ctr.dtxStarted.Add(1)
+	id := rec.ID
+	// What our part needs must be durable before a peer holds the record.
+	m.mu.Lock()
+	m.running[id] = struct{}{}
+	defer func() {
+		m.mu.Lock()
+		delete(m.running, id)
+		m.mu.Unlock()
+	}()
+	var err error
+	if m.needsSync(rec) {
+		err = m.syncLocked()
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range rec.Participants() {
+		if p == uint32(m.cfg.Index) {
+			continue
+		}
+		if err := m.flushPushes(ctx, p); err != nil {
+			return nil, err
+		}
+		c, err := m.peer(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		// A participant recognises a part it already applied by the record.
+		r, err := invokePeer[proto.TxnApplyReply](ctx, c, proto.MTxnApply, &proto.TxnApplyReq{RecordBytes: encode(rec), Check: check})
+		if err != nil {
+			var errno syscall.Errno
+			if errors.As(err, &errno) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("mdt%d: %s on mdt%d: %v: %w", m.cfg.Index, rec.Op, p, err, syscall.EIO)
+		}
+		if rec, err = decodeRecord(r.RecordBytes); err != nil {
+			return nil, err
+		}
+		res.attr = r.Attr
+		res.attrs = append(res.attrs, r.Attrs...)
+		res.destroy = append(res.destroy, r.Destroy...)
+	}
+	m.hooks.beforeOwnPart()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.applied(rec.ID) {
+		return res, nil // a participant's recovery already redid our part
+	}
+	b := m.newBatch(ctx)
+	p, err := m.applyPart(b, rec, nil, false, false)
+	if err != nil {
+		m.discard(b)
+		return nil, err
+	}
+	if err := m.commitTxn(b); err != nil {
+		return nil, err
+	}
+	m.recs.keep(rec) // for the sweeper
+	m.ctr.dtxPending.Add(1)
+	res.attrs = append(res.attrs, p.attrs...)
+	res.destroy = append(res.destroy, p.destroy...)
+	res.own = p.inodes
+	return res, nil
+}
+
+// noteCaller adds to rec that the client request of ctx is done
+// (resend.go): a coordinator whose own part did not reach its disk
+// before a crash redoes it from a peer's log, and must then answer the
+// client's resend of the request from that, not do it again (EEXIST).
+func noteCaller(ctx context.Context, rec *dtx.Record) {
+	if c, ok := rpc.CallerFrom(ctx); ok {
+		rec.Updates = append(rec.Updates, dtx.Done(rec.ID.Coord, c.Client, c.XID, time.Now().UnixNano()))
+	}
+}
+
+// reserve marks a name as being created or removed by a distributed
+// operation; m.mu is held.
+func (m *MDT) reserve(dir proto.FID, name string) error {
+	k := string(direntKey(dir, name))
+	if _, busy := m.pending[k]; busy {
+		return m.errorf("namespace", name, syscall.EBUSY)
+	}
+	m.pending[k] = struct{}{}
+	return nil
+}
+
+// startOp begins a distributed operation on name in dir, which this MDT
+// coordinates: it reserves the name and takes the operation's ID. m.mu is
+// held on entry and released whatever happens; done gives the name back.
+func (m *MDT) startOp(dir proto.FID, name string) (id dtx.OpID, done func(), err error) {
+	defer m.mu.Unlock()
+	if err := m.reserve(dir, name); err != nil {
+		return dtx.OpID{}, nil, err
+	}
+	return m.nextOpID(), func() { m.release(dir, name) }, nil
+}
+
+func (m *MDT) release(dir proto.FID, name string) {
+	m.mu.Lock()
+	delete(m.pending, string(direntKey(dir, name)))
+	m.mu.Unlock()
+}
+
+func (m *MDT) nextOpID() dtx.OpID {
+	m.opSeq++
+	return dtx.OpID{Coord: uint32(m.cfg.Index), Epoch: m.epoch, Seq: m.opSeq}
+}
+
+// remoteMkdir creates a directory on MDT target under a parent here.
+// m.mu is held on entry and released. With remote_sync the participant
+// applies its part before the coordinator does and both sync, as the
+// field report's patch did; otherwise remoteMkdirAsync (mkdir_async.go).
+func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
+	if !m.remoteSync.Load() {
+		return m.remoteMkdirAsync(ctx, r, dir, target)
+	}
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	t := now()
+	child := newRemoteDir(r, dir, m.cred(ctx), t)
+	rec := &dtx.Record{ID: id, Op: "mkdir", Started: t, Updates: []dtx.Update{
+		{Kind: dtx.CreateInode, MDT: target, Inode: encode(child)},
+		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, Mode: sIFDIR},
+		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
+	}}
+	res, err := m.runTxn(ctx, rec, "")
+	if err != nil {
+		return nil, err
+	}
+	return &proto.AttrReply{Attr: res.attr, Parent: dirIn(res.own, r.Parent)}, nil
+}
+
+// newRemoteDir is the inode of a directory made by r under dir on another
+// MDT; its FID is the participant's to fill in, or a granted one.
+func newRemoteDir(r *proto.MkdirReq, dir *inode, c *rpc.Cred, t int64) *inode {
+	n := &inode{Parent: dirParentOf(dir), DefLayout: dir.DefLayout, DefDir: dir.DefDir}
+	n.Attr, n.DefACL = newOwner(dir, sIFDIR|r.Mode&0o7777, r.Umask, c)
+	n.Attr.Nlink, n.Attr.Atime, n.Attr.Mtime, n.Attr.Ctime = 2, t, t, t
+	return n
+}
+
+// remoteRmdir removes a directory that lives on another MDT. m.mu is held
+// on entry and released. unlink has refused it to a plain unlink.
+func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
+	id, done, err := m.startOp(r.Parent, r.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	t := now()
+	rec := &dtx.Record{ID: id, Op: "rmdir", Started: t, Updates: []dtx.Update{
+		{Kind: dtx.DeleteInode, MDT: uint32(d.FID.MDT()), FID: d.FID},
+		{Kind: dtx.DeleteDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: d.FID},
+		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: -1, Time: t},
+	}}
+	res, err := m.runTxn(ctx, rec, "rmdir")
+	if err != nil {
+		return nil, err
+	}
+	attr := res.attr
+	attr.Nlink = 0
+	return &proto.UnlinkReply{Attr: attr, Parent: dirIn(res.own, r.Parent)}, nil
+}
