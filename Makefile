@@ -10,7 +10,7 @@ FUZZTIME_CONN ?= 30000x
 # Packages whose state is shared between goroutines: tested with -race.
 RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./find/... ./nodemap/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/... ./metrics/...
 
-.PHONY: build run test test-unit test-e2e test-e2e-rest test-e2e-race fuzz lint bench bench-dne install clean
+.PHONY: build run test test-unit test-e2e test-e2e-rest test-e2e-race fuzz lint bench bench-dne install clean proto
 
 build:
 	$(GO) build -o $(BIN) ./cmd/stripefs
@@ -75,6 +75,12 @@ install: build
 	install -m 0644 deploy/systemd/stripefs-mds@.service deploy/systemd/stripefs-ost@.service deploy/systemd/stripefs-nfs.service /etc/systemd/system/
 	[ -e /etc/stripefs/stripefs.conf ] || install -m 0644 deploy/systemd/stripefs.conf /etc/stripefs/stripefs.conf
 	-systemctl daemon-reload 2>/dev/null
+
+# The stored records' schema (internal/recordpb): run after editing
+# records.proto; needs protoc (apt-get install protobuf-compiler) and
+# protoc-gen-go (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).
+proto:
+	cd internal/recordpb && protoc --go_out=. --go_opt=paths=source_relative records.proto
 
 clean:
 	rm -rf bin

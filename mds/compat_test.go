@@ -1,6 +1,7 @@
 package mds
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -44,9 +45,9 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	if err != nil || d.DefLayout.StripeCount != 4 || !d.DefDir.Set || d.Parent != proto.RootFID {
 		t.Fatalf("directory after upgrade: %+v %v", d, err)
 	}
-	got := stored[dtx.Record](t, db, txnKey(rec.ID))
+	got := storedRecord(t, db, txnKey(rec.ID))
 	var inRec inode
-	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.DefLayout.StripeSize != 65536 {
+	if err := unmarshalInode(got.Updates[0].Inode, &inRec); err != nil || inRec.DefLayout.StripeSize != 65536 {
 		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
 	}
 	if c := stored[proto.Config](t, db, keyConfig); c.FSName != "old" || c.Default.StripeSize != 1<<20 || len(c.OSTs) != 1 {
@@ -102,9 +103,9 @@ func TestUpgradeFromFormat3(t *testing.T) {
 	if err != nil || d.Attr.Mode != sIFDIR|0o2775 || d.DefDir != dir.DefDir || !d.DefLayout.IsEC() || d.DefACL != "" {
 		t.Fatalf("directory after upgrade: %+v %v", d, err)
 	}
-	got := stored[dtx.Record](t, db, txnKey(rec.ID))
+	got := storedRecord(t, db, txnKey(rec.ID))
 	var inRec inode
-	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.Attr.FID != dirFID {
+	if err := unmarshalInode(got.Updates[0].Inode, &inRec); err != nil || inRec.Attr.FID != dirFID {
 		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
 	}
 	if string(got.Updates[1].Inode) != string(lmv) {
@@ -148,12 +149,81 @@ func TestUpgradeFromFormat4(t *testing.T) {
 	if err != nil || d.Attr.ACL != "dir-acl" || d.DefACL != "default-acl" || d.DefLayout.StripeCount != 3 {
 		t.Fatalf("directory after upgrade: %+v %v", d, err)
 	}
-	got := stored[dtx.Record](t, db, txnKey(rec.ID))
+	got := storedRecord(t, db, txnKey(rec.ID))
 	var inRec inode
-	if err := wire.Unmarshal(got.Updates[0].Inode, &inRec); err != nil || inRec.DefACL != "default-acl" {
+	if err := unmarshalInode(got.Updates[0].Inode, &inRec); err != nil || inRec.DefACL != "default-acl" {
 		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
 	}
 	if c := stored[proto.Config](t, db, keyConfig); c.FSName != "four" || c.Default.StripeSize != 4<<20 || len(c.OSTs) != 1 {
+		t.Fatalf("cluster map after upgrade: %+v", c)
+	}
+}
+
+// storedRecord reads the update-log record at key of db.
+func storedRecord(t *testing.T, db *pebble.DB, key []byte) dtx.Record {
+	t.Helper()
+	v, closer, err := db.Get(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Close()
+	var rec dtx.Record
+	if err := rec.Unmarshal(v); err != nil {
+		t.Fatalf("%q: %v", key, err)
+	}
+	return rec
+}
+
+// TestUpgradeFromFormat5 writes a database as format 5 code did (the last
+// positional records: composite layouts, ACLs) and checks that the
+// components, the ACLs and the update-log record's inode come through
+// the move to protocol buffers.
+func TestUpgradeFromFormat5(t *testing.T) {
+	mem := vfs.NewMem()
+	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
+	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	lay := layoutV5{StripeSize: 65536, StripeCount: 1, FirstOST: -1, Comps: []compV5{
+		{Start: 0, End: 1 << 20, StripeSize: 65536, StripeCount: 1, FirstOST: 2, Base: 0, Inst: true},
+		{Start: 1 << 20, End: proto.ExtentEOF, StripeSize: 1 << 20, StripeCount: 4, FirstOST: -1, ECData: 2, ECParity: 1, Base: 1}}}
+	file := inodeV5{Attr: attrV5{FID: fileFID, Mode: sIFREG | 0o640, Nlink: 1, Uid: 5, Gid: 6, Size: 77777,
+		Atime: -5, Mtime: 1 << 62, Ctime: 3, Layout: lay, ACL: "\x02\x00\xff"}}
+	dir := inodeV5{Attr: attrV5{FID: dirFID, Mode: sIFDIR | 0o755, Nlink: 2}, Parent: proto.RootFID, Target: "",
+		DefLayout: lay, DefDir: DirLayout{Set: true, Index: -1, Count: 2}, DefACL: "default-acl"}
+	link := inodeV5{Attr: attrV5{FID: proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 9}, Mode: 0o120777, Nlink: 1}, Target: "a/\xffb"}
+	rec := dtx.Record{ID: dtx.OpID{Coord: 0, Epoch: 1, Seq: 1}, Op: "mkdir", Started: 42, Updates: []dtx.Update{
+		{Kind: dtx.CreateInode, MDT: 1, FID: dirFID, Inode: wire.Marshal(nil, &dir)},
+		{Kind: dtx.InsertDirent, MDT: 0, Parent: proto.RootFID, Name: "d\xfe", FID: dirFID, Mode: sIFDIR},
+		{Kind: dtx.ParentLink, MDT: 0, Parent: proto.RootFID, Delta: -1, Time: 9}}}
+	cfg := proto.Config{FSName: "five", Default: lay.current()}
+	m := upgradeOld(t, db, 5, rec, cfg, map[proto.FID]inodeV5{fileFID: file, dirFID: dir, link.Attr.FID: link})
+	n, err := m.getInode(fileFID)
+	if err != nil || n.Attr.Size != 77777 || n.Attr.Uid != 5 || n.Attr.Gid != 6 || n.Attr.Atime != -5 || n.Attr.Mtime != 1<<62 ||
+		n.Attr.ACL != file.Attr.ACL || n.Attr.Layout.String() != lay.current().String() || len(n.Attr.Layout.Comps) != 2 ||
+		n.Attr.Layout.Comps[1] != lay.current().Comps[1] {
+		t.Fatalf("file after upgrade: %+v %v", n, err)
+	}
+	d, err := m.getInode(dirFID)
+	if err != nil || d.DefDir != dir.DefDir || d.DefACL != "default-acl" || len(d.DefLayout.Comps) != 2 || d.Parent != proto.RootFID {
+		t.Fatalf("directory after upgrade: %+v %v", d, err)
+	}
+	if l, err := m.getInode(link.Attr.FID); err != nil || l.Target != link.Target {
+		t.Fatalf("symlink after upgrade: %+v %v", l, err)
+	}
+	got := storedRecord(t, db, txnKey(rec.ID))
+	var inRec inode
+	if err := unmarshalInode(got.Updates[0].Inode, &inRec); err != nil || inRec.DefACL != "default-acl" || len(inRec.DefLayout.Comps) != 2 {
+		t.Fatalf("inode in an update-log record after upgrade: %+v %v", inRec, err)
+	}
+	got.Updates[0].Inode, rec.Updates[0].Inode = nil, nil
+	if !reflect.DeepEqual(got, rec) {
+		t.Fatalf("update-log record after upgrade:\n got %+v\nwant %+v", got, rec)
+	}
+	if c := stored[proto.Config](t, db, keyConfig); c.FSName != "five" || len(c.Default.Comps) != 2 {
 		t.Fatalf("cluster map after upgrade: %+v", c)
 	}
 }
@@ -174,15 +244,18 @@ func stored[T any](t *testing.T, db *pebble.DB, key []byte) T {
 }
 
 // upgradeOld stores what format's code stored (0: format 2, which had no
-// marker): inodes in their old form, an update-log record and a cluster
-// map; then opens the upgrade twice (the second finds the marker).
+// marker): inodes in their old form, a directory entry, an update-log
+// record and a cluster map; then opens the upgrade twice (the second
+// finds the marker) and checks the entry.
 func upgradeOld[I, C any](t *testing.T, db *pebble.DB, format uint32, rec dtx.Record, cfg C, inodes map[proto.FID]I) *MDT {
 	t.Helper()
 	b := db.NewBatch()
 	for fid, n := range inodes {
 		b.Set(inodeKey(fid), wire.Marshal(nil, &n), nil)
 	}
-	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil)
+	entry := direntV5{FID: proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}, Mode: sIFREG}
+	b.Set(direntKey(proto.RootFID, "old-entry"), wire.Marshal(nil, &entry), nil)
+	b.Set(txnKey(rec.ID), wire.Marshal(nil, &rec), nil) // by reflection: the positional bytes of formats 2 to 5
 	b.Set(keyConfig, wire.Marshal(nil, &cfg), nil)
 	if format != 0 {
 		b.Set(keyFormat, encode(&struct{ Format uint32 }{format}), nil)
@@ -195,6 +268,9 @@ func upgradeOld[I, C any](t *testing.T, db *pebble.DB, format uint32, rec dtx.Re
 		if err := m.upgradeFormat(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if d, err := m.getDirent(proto.RootFID, "old-entry"); err != nil || d.FID != entry.FID || d.Mode != entry.Mode {
+		t.Fatalf("directory entry after upgrade: %+v %v", d, err)
 	}
 	return m
 }

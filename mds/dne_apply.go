@@ -15,7 +15,6 @@ import (
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
-	"github.com/stripefs/stripefs/wire"
 )
 
 // part is what one participant's part of a record reads and writes: its
@@ -84,7 +83,7 @@ func (p *part) setDirent(dir proto.FID, name string, d *dirent) {
 	if d == nil {
 		p.b.Delete(k, nil)
 	} else {
-		p.b.Set(k, encode(d), nil)
+		p.b.Set(k, d.marshal(), nil)
 		p.m.markFresh(k)
 	}
 }
@@ -128,7 +127,7 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, raw []byte, redo, stri
 		switch u.Kind {
 		case dtx.CreateInode:
 			n := new(inode)
-			if err := wire.Unmarshal(u.Inode, n); err != nil {
+			if err := unmarshalInode(u.Inode, n); err != nil {
 				return nil, fmt.Errorf("mdt%d: %s: bad inode: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
 			}
 			// An inode that exists already is kept, redo or not: a FID
@@ -270,7 +269,7 @@ func (m *MDT) applyPart(b *pebble.Batch, rec *dtx.Record, raw []byte, redo, stri
 		}
 	}
 	if raw == nil {
-		raw = encode(rec)
+		raw = rec.Marshal()
 	}
 	p.logged = raw
 	b.Set(txnKey(rec.ID), raw, nil)
@@ -289,7 +288,7 @@ func (m *MDT) commitTxn(b *pebble.Batch) error {
 
 func decodeRecord(b []byte) (*dtx.Record, error) {
 	rec := new(dtx.Record)
-	if err := wire.Unmarshal(b, rec); err != nil {
+	if err := rec.Unmarshal(b); err != nil {
 		return nil, fmt.Errorf("bad record: %v: %w", err, syscall.EINVAL)
 	}
 	if err := rec.Validate(); err != nil {
@@ -350,7 +349,7 @@ func (m *MDT) applyRecordTo(b *pebble.Batch, rec *dtx.Record, raw []byte, check 
 			// The new directory's FID comes from this MDT's sequence,
 			// unless the coordinator took it from a reserved block.
 			n := new(inode)
-			if err := wire.Unmarshal(u.Inode, n); err != nil {
+			if err := unmarshalInode(u.Inode, n); err != nil {
 				m.discard(b)
 				return nil, fmt.Errorf("mdt%d: %s: %v: %w", m.cfg.Index, rec.ID, err, syscall.EINVAL)
 			}
@@ -359,7 +358,7 @@ func (m *MDT) applyRecordTo(b *pebble.Batch, rec *dtx.Record, raw []byte, check 
 					m.discard(b)
 					return nil, err
 				}
-				u.Inode = encode(n)
+				u.Inode = n.marshal()
 				raw = nil // rec now says what only this MDT knew
 			}
 			u.FID = n.Attr.FID

@@ -72,7 +72,7 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 			return nil, err
 		}
 		// A participant recognises a part it already applied by the record.
-		r, err := invokePeer[proto.TxnApplyReply](ctx, c, proto.MTxnApply, &proto.TxnApplyReq{RecordBytes: encode(rec), Check: check})
+		r, err := invokePeer[proto.TxnApplyReply](ctx, c, proto.MTxnApply, &proto.TxnApplyReq{RecordBytes: rec.Marshal(), Check: check})
 		if err != nil {
 			var errno syscall.Errno
 			if errors.As(err, &errno) {
@@ -169,7 +169,7 @@ func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, ta
 	t := now()
 	child := newRemoteDir(r, dir, m.cred(ctx), t)
 	rec := &dtx.Record{ID: id, Op: "mkdir", Started: t, Updates: []dtx.Update{
-		{Kind: dtx.CreateInode, MDT: target, Inode: encode(child)},
+		{Kind: dtx.CreateInode, MDT: target, Inode: child.marshal()},
 		{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, Mode: sIFDIR},
 		{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
 	}}

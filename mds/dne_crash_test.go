@@ -173,7 +173,7 @@ func (p *pair) fsck() error {
 		it, _ := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{pInode}, UpperBound: []byte{pInode + 1}})
 		for ok := it.First(); ok; ok = it.Next() {
 			n := new(inode)
-			if err := wire.Unmarshal(it.Value(), n); err != nil {
+			if err := unmarshalInode(it.Value(), n); err != nil {
 				return err
 			}
 			if n.isDir() {
@@ -191,7 +191,7 @@ func (p *pair) fsck() error {
 			parent, _ := proto.FIDFromKey(k[1:17])
 			name := string(k[25:])
 			var d dirent
-			if err := wire.Unmarshal(it.Value(), &d); err != nil {
+			if err := unmarshalDirent(it.Value(), &d); err != nil {
 				return err
 			}
 			if d.Mode == sIFDIR {
@@ -667,7 +667,7 @@ func TestFsckRepairs(t *testing.T) {
 	m0, m1 := p.mdt[0], p.mdt[1]
 	b := m0.db.NewBatch()
 	ghost := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 999}
-	b.Set(direntKey(proto.RootFID, "ghost"), encode(&dirent{FID: ghost, Mode: sIFREG}), nil)
+	b.Set(direntKey(proto.RootFID, "ghost"), (&dirent{FID: ghost, Mode: sIFREG}).marshal(), nil)
 	root, _ := m0.getInode(proto.RootFID)
 	root.Attr.Nlink = 7
 	m0.putInode(b, root)
@@ -1078,13 +1078,14 @@ func TestPushAppliesEachRecordOrNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := func(seq uint64, fid proto.FID, inodeBytes []byte) []byte {
-		return encode(&dtx.Record{ID: dtx.OpID{Coord: 0, Epoch: p.mdt[0].epoch, Seq: 1000 + seq}, Op: "mkdir", Started: now(), Updates: []dtx.Update{
+		r := &dtx.Record{ID: dtx.OpID{Coord: 0, Epoch: p.mdt[0].epoch, Seq: 1000 + seq}, Op: "mkdir", Started: now(), Updates: []dtx.Update{
 			{Kind: dtx.CreateInode, MDT: 1, FID: fid, Inode: inodeBytes},
 			{Kind: dtx.InsertDirent, MDT: 0, Parent: proto.RootFID, Name: fmt.Sprint("d", seq), FID: fid, Mode: sIFDIR},
-		}})
+		}}
+		return r.Marshal()
 	}
 	dir := func(fid proto.FID) []byte {
-		return encode(&inode{Attr: proto.Attr{FID: fid, Mode: sIFDIR | 0o755, Nlink: 2}, Parent: proto.RootFID})
+		return (&inode{Attr: proto.Attr{FID: fid, Mode: sIFDIR | 0o755, Nlink: 2}, Parent: proto.RootFID}).marshal()
 	}
 	good0, bad, good2 := fids.FIDs[0], fids.FIDs[1], fids.FIDs[2]
 	req := &proto.TxnApplyBatchReq{Records: [][]byte{

@@ -66,7 +66,7 @@ func (m *MDT) txnApply(ctx context.Context, r *proto.TxnApplyReq) (any, error) {
 	// The coordinator takes the record back as this MDT completed it
 	// (the FIDs it allocated, the types it knows).
 	if reply.RecordBytes == nil {
-		reply.RecordBytes = encode(rec)
+		reply.RecordBytes = rec.Marshal()
 	}
 	return reply, nil
 }
@@ -208,7 +208,7 @@ func (m *MDT) txnList(ctx context.Context, r *proto.TxnListReq) (any, error) {
 	out := &proto.TxnListReply{}
 	for _, rec := range m.records() {
 		if slices.Contains(rec.Participants(), r.MDT) {
-			out.Records = append(out.Records, encode(rec))
+			out.Records = append(out.Records, rec.Marshal())
 		}
 	}
 	return out, nil

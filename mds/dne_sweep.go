@@ -127,7 +127,7 @@ func (m *MDT) sweep() {
 	for _, rd := range plan.Redo {
 		for _, p := range rd.To {
 			if c, err := m.peer(ctx, p); err == nil {
-				_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(rd.Rec)})
+				_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: rd.Rec.Marshal()})
 			}
 		}
 	}
@@ -178,7 +178,7 @@ func (m *MDT) askCoordinator(ctx context.Context, r *dtx.Record) {
 		_ = m.commit(b, false)
 		m.mu.Unlock()
 	case !st.Applied[0]:
-		_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: encode(r)})
+		_, _ = rpc.Invoke[proto.Empty](ctx, c, proto.MTxnRedo, &proto.TxnRedoReq{RecordBytes: r.Marshal()})
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
-	"github.com/stripefs/stripefs/wire"
 )
 
 // The MDT's side of fsck: scans of its inodes and entries, and the few
@@ -56,7 +55,7 @@ func (m *MDT) scanInodes(ctx context.Context, r *proto.ScanReq) (any, error) {
 	var err error
 	out.Next, out.EOF, err = m.scan(pInode, r, func(k, v []byte) error {
 		n := new(inode)
-		if err := wire.Unmarshal(v, n); err != nil {
+		if err := unmarshalInode(v, n); err != nil {
 			return fmt.Errorf("mdt%d: inode %x corrupt: %v: %w", m.cfg.Index, k, err, syscall.EIO)
 		}
 		_, closer, err := m.db.Get(orphanKey(n.Attr.FID))
@@ -87,7 +86,7 @@ func (m *MDT) scanDirents(ctx context.Context, r *proto.ScanReq) (any, error) {
 		}
 		parent, _ := proto.FIDFromKey(k[1:17])
 		var d dirent
-		if err := wire.Unmarshal(v, &d); err != nil {
+		if err := unmarshalDirent(v, &d); err != nil {
 			return fmt.Errorf("mdt%d: entry %x corrupt: %v: %w", m.cfg.Index, k, err, syscall.EIO)
 		}
 		out.Dirents = append(out.Dirents, proto.ScanDirent{Parent: parent, Name: string(k[25:]), FID: d.FID, Mode: d.Mode})
@@ -127,7 +126,7 @@ func (m *MDT) fsckFix(ctx context.Context, r *proto.FsckFixReq) (any, error) {
 		if _, err := m.getDirent(r.Parent, r.Name); err == nil {
 			return nil, m.errorf("fsck", r.Name, syscall.EEXIST)
 		}
-		b.Set(direntKey(r.Parent, r.Name), encode(&dirent{FID: r.FID, Mode: r.Mode & sIFMT}), nil)
+		b.Set(direntKey(r.Parent, r.Name), (&dirent{FID: r.FID, Mode: r.Mode & sIFMT}).marshal(), nil)
 		if r.FID.MDT() == m.cfg.Index && r.Mode&sIFMT == sIFDIR {
 			if n, err := m.getInode(r.FID); err == nil {
 				n.Parent = r.Parent

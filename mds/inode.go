@@ -42,15 +42,11 @@ type seqState struct {
 	NextOid uint32
 }
 
-// encode starts from room for a whole inode or update record: grown
-// from nothing, the buffer was reallocated about seven times per value,
-// the largest share of what a mkdir allocated.
-func encode(v any) []byte {
-	if _, ok := v.(wire.Appender); ok {
-		return wire.Marshal(nil, v) // sizes its buffer itself
-	}
-	return wire.Marshal(make([]byte, 0, 512), v)
-}
+// encode is the stored form of the MDT's state records (client table,
+// FID sequence, cluster map, quota owners, format marker), which keep
+// package wire's codec; inodes, entries and update-log records are
+// protocol buffers (records.go).
+func encode(v any) []byte { return wire.Marshal(nil, v) }
 
 func (n *inode) isDir() bool { return n.Attr.Mode&sIFMT == sIFDIR }
 

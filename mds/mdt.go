@@ -354,7 +354,7 @@ func (m *MDT) load() error {
 			root := &inode{Attr: proto.Attr{FID: proto.RootFID, Mode: sIFDIR | 0o755, Nlink: 2,
 				Atime: now, Mtime: now, Ctime: now}, Parent: proto.RootFID}
 			b := m.db.NewBatch()
-			b.Set(inodeKey(proto.RootFID), encode(root), nil)
+			b.Set(inodeKey(proto.RootFID), root.marshal(), nil)
 			if err := m.write(b, pebble.Sync); err != nil {
 				return fmt.Errorf("mdt0: create root: %w", err)
 			}
@@ -504,7 +504,7 @@ func (m *MDT) getInode(f proto.FID) (*inode, error) {
 	}
 	defer closer.Close()
 	n := new(inode)
-	if err := wire.Unmarshal(v, n); err != nil {
+	if err := unmarshalInode(v, n); err != nil {
 		return nil, fmt.Errorf("mdt%d: inode %s corrupt: %v: %w", m.cfg.Index, f, err, syscall.EIO)
 	}
 	return n, nil
@@ -531,7 +531,7 @@ func (m *MDT) getDirent(dir proto.FID, name string) (*dirent, error) {
 	}
 	defer closer.Close()
 	d := new(dirent)
-	if err := wire.Unmarshal(v, d); err != nil {
+	if err := unmarshalDirent(v, d); err != nil {
 		return nil, fmt.Errorf("mdt%d: dirent %s/%q corrupt: %v: %w", m.cfg.Index, dir, name, err, syscall.EIO)
 	}
 	return d, nil
@@ -643,7 +643,7 @@ func (m *MDT) newInode(b *pebble.Batch, n *inode) {
 }
 
 func (m *MDT) putInode(b *pebble.Batch, n *inode) {
-	b.Set(inodeKey(n.Attr.FID), encode(n), nil)
+	b.Set(inodeKey(n.Attr.FID), n.marshal(), nil)
 }
 
 // deleteInode removes an inode and its xattrs. The xattrs go key by key:

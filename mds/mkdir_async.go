@@ -137,7 +137,7 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	// its commit: records then reach the log in sequence order, which the
 	// in-order cancel watermarks rely on.
 	rec := &dtx.Record{ID: m.nextOpID(), Op: "mkdir", Started: t, Updates: append(make([]dtx.Update, 0, 4), // and noteCaller's
-		dtx.Update{Kind: dtx.CreateInode, MDT: target, FID: fid, Inode: encode(child)},
+		dtx.Update{Kind: dtx.CreateInode, MDT: target, FID: fid, Inode: child.marshal()},
 		dtx.Update{Kind: dtx.InsertDirent, MDT: uint32(m.cfg.Index), Parent: r.Parent, Name: r.Name, FID: fid, Mode: sIFDIR},
 		dtx.Update{Kind: dtx.ParentLink, MDT: uint32(m.cfg.Index), Parent: r.Parent, Delta: 1, Time: t},
 	)}
@@ -386,7 +386,7 @@ func (m *MDT) txnPull(ctx context.Context, r *proto.TxnPullReq) (any, error) {
 		return &proto.TxnPullReply{}, nil
 	}
 	if l.raw == nil {
-		l.raw = encode(l.rec)
+		l.raw = l.rec.Marshal()
 	}
 	// Only what the record depends on must be durable before another MDT
 	// holds it (deps.go): its push would have waited for the group commit

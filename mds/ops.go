@@ -13,7 +13,6 @@ import (
 	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
-	"github.com/stripefs/stripefs/wire"
 )
 
 func (m *MDT) register() {
@@ -247,7 +246,7 @@ func (m *MDT) newChild(ctx context.Context, b *pebble.Batch, dir *inode, mode, u
 // linkInto adds name → child to dir in b and touches dir.
 func (m *MDT) linkInto(b *pebble.Batch, dir *inode, name string, child *inode) {
 	m.markFresh(direntKey(dir.Attr.FID, name))
-	b.Set(direntKey(dir.Attr.FID, name), encode(&dirent{FID: child.Attr.FID, Mode: child.Attr.Mode & sIFMT}), nil)
+	b.Set(direntKey(dir.Attr.FID, name), (&dirent{FID: child.Attr.FID, Mode: child.Attr.Mode & sIFMT}).marshal(), nil)
 	t := now()
 	dir.Attr.Mtime, dir.Attr.Ctime = t, t
 	if child.isDir() {
@@ -813,7 +812,7 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	b := m.newBatch(ctx)
 	t := now()
 	b.Delete(direntKey(r.SrcParent, r.SrcName), nil)
-	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	b.Set(direntKey(r.DstParent, r.DstName), (&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}).marshal(), nil)
 	m.markFresh(direntKey(r.DstParent, r.DstName))
 	if dst != nil {
 		reply.Replaced, reply.HasReplaced = dst.Attr, true
@@ -855,8 +854,8 @@ func (m *MDT) exchange(ctx context.Context, r *proto.RenameReq, sdir, ddir, src,
 	}
 	b := m.newBatch(ctx)
 	t := now()
-	b.Set(direntKey(r.SrcParent, r.SrcName), encode(&dirent{FID: dst.Attr.FID, Mode: dst.Attr.Mode & sIFMT}), nil)
-	b.Set(direntKey(r.DstParent, r.DstName), encode(&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}), nil)
+	b.Set(direntKey(r.SrcParent, r.SrcName), (&dirent{FID: dst.Attr.FID, Mode: dst.Attr.Mode & sIFMT}).marshal(), nil)
+	b.Set(direntKey(r.DstParent, r.DstName), (&dirent{FID: src.Attr.FID, Mode: src.Attr.Mode & sIFMT}).marshal(), nil)
 	m.markFresh(direntKey(r.SrcParent, r.SrcName))
 	m.markFresh(direntKey(r.DstParent, r.DstName))
 	if sdir != ddir {
@@ -997,7 +996,7 @@ func (m *MDT) readdir(ctx context.Context, r *proto.ReaddirReq) (any, error) {
 			continue
 		}
 		var d dirent
-		if err := wire.Unmarshal(it.Value(), &d); err != nil {
+		if err := unmarshalDirent(it.Value(), &d); err != nil {
 			return nil, fmt.Errorf("mdt%d: readdir: corrupt entry: %v: %w", m.cfg.Index, err, syscall.EIO)
 		}
 		cookie := uint64(k[len(p)])<<56 | uint64(k[len(p)+1])<<48 | uint64(k[len(p)+2])<<40 | uint64(k[len(p)+3])<<32 |

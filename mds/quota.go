@@ -166,7 +166,7 @@ func (m *MDT) quotaCheck() error {
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
 		var in inode
-		if wire.Unmarshal(it.Value(), &in) != nil {
+		if unmarshalInode(it.Value(), &in) != nil {
 			continue
 		}
 		ow := proto.Owner{Uid: in.Attr.Uid, Gid: in.Attr.Gid, Projid: m.projid(in.Attr.FID)}

@@ -222,7 +222,7 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 	mi := &inode{Attr: attr, Parent: parent, DefLayout: defLayout, DefDir: defDir, DefACL: defACL}
 	mi.Attr.FID = master
 	rec := &dtx.Record{ID: id, Op: "mkdir_striped", Started: t, Updates: []dtx.Update{
-		{Kind: dtx.CreateInode, MDT: first, FID: master, Inode: encode(mi)},
+		{Kind: dtx.CreateInode, MDT: first, FID: master, Inode: mi.marshal()},
 		{Kind: dtx.SetXattr, MDT: first, FID: master, Name: proto.LMVXattr, Inode: encode(&l)},
 	}}
 	for i, f := range l.Stripes {
@@ -231,7 +231,7 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 		sl := l
 		sl.Index = int32(i)
 		rec.Updates = append(rec.Updates,
-			dtx.Update{Kind: dtx.CreateInode, MDT: uint32(f.MDT()), FID: f, Inode: encode(si)},
+			dtx.Update{Kind: dtx.CreateInode, MDT: uint32(f.MDT()), FID: f, Inode: si.marshal()},
 			dtx.Update{Kind: dtx.SetXattr, MDT: uint32(f.MDT()), FID: f, Name: proto.LMVXattr, Inode: encode(&sl)})
 	}
 	rec.Updates = append(rec.Updates,

@@ -111,6 +111,10 @@ func openIndex(dir, name string, fs vfs.FS, logf func(slog.Level, string, ...any
 		return nil, false, fmt.Errorf("%s: open index %s: %w", name, dir, err)
 	}
 	x := &index{db: db, guard: guard, name: name, logf: logf, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := x.upgrade(); err != nil {
+		db.Close()
+		return nil, false, err
+	}
 	_, closer, err := db.Get(keyClean)
 	clean := err == nil
 	if clean {
@@ -206,7 +210,7 @@ func (x *index) object(id proto.ObjID) (objRecord, bool, error) {
 		return r, false, fmt.Errorf("%s: index: object %s: %v: %w", x.name, id, err, syscall.EIO)
 	}
 	defer closer.Close()
-	if err := wire.Unmarshal(v, &r); err != nil {
+	if err := r.unmarshal(v); err != nil {
 		return r, false, fmt.Errorf("%s: index: object %s corrupt: %v: %w", x.name, id, err, syscall.EIO)
 	}
 	return r, true, nil
@@ -225,14 +229,14 @@ func (x *index) scan(obj func(proto.ObjID, objRecord), grant func(uint64, uint64
 		case kObject:
 			id, ok := parseObjKey(k)
 			var r objRecord
-			if !ok || wire.Unmarshal(it.Value(), &r) != nil {
+			if !ok || r.unmarshal(it.Value()) != nil {
 				x.logf(slog.LevelWarn, "index: skipping a corrupt object record %x", k)
 				continue
 			}
 			obj(id, r)
 		case kGrant:
 			var g grantRecord
-			if len(k) != 9 || wire.Unmarshal(it.Value(), &g) != nil {
+			if len(k) != 9 || g.unmarshal(it.Value()) != nil {
 				x.logf(slog.LevelWarn, "index: skipping a corrupt grant record %x", k)
 				continue
 			}
@@ -289,7 +293,7 @@ func (o *OST) reconcile() error {
 				continue
 			}
 			r.Owner, r.Bytes, r.Size = owner, nb, ns
-			b.Set(objKey(id), wire.Marshal(nil, &r), nil)
+			b.Set(objKey(id), r.marshal(), nil)
 			if had {
 				fixed++
 			} else {

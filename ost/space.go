@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/wire"
 )
 
 // space is the OST's accounting of bytes: allocated to objects (used),
@@ -113,7 +112,7 @@ func (s *space) fitGrantsLocked() error {
 		s.o.ctr.grantReturned.Add(int64(g.grant - cut))
 		g.grant = cut
 		s.granted += cut
-		b.Set(grantKey(id), wire.Marshal(nil, &grantRecord{Grant: cut}), nil)
+		b.Set(grantKey(id), grantRecord{Grant: cut}.marshal(), nil)
 	}
 	s.o.logf(slog.LevelInfo, "%d bytes granted, %d left (used %d): grants cut to fit", before, room, s.used)
 	if err := s.o.idx.commit(b); err != nil {
@@ -272,14 +271,14 @@ func (s *space) settle(res *reservation, id proto.ObjID, rec objRecord, had bool
 	}
 	rec.Bytes, rec.Size = after, size
 	b := s.o.idx.db.NewBatch()
-	b.Set(objKey(id), wire.Marshal(nil, &rec), nil)
+	b.Set(objKey(id), rec.marshal(), nil)
 	var reply proto.GrantReply
 	if g := res.client; g != nil {
 		g.lastAlloc = time.Now()
 		s.topUp(g, want)
 		s.seq++
 		reply = proto.GrantReply{Grant: g.grant, Seq: s.seq}
-		b.Set(grantKey(g.id), wire.Marshal(nil, &grantRecord{Grant: g.grant}), nil)
+		b.Set(grantKey(g.id), grantRecord{Grant: g.grant}.marshal(), nil)
 	}
 	// Committed under s.mu: records of the same client or object land in
 	// the order their values were computed.
@@ -300,7 +299,7 @@ func (s *space) grantNow(client, want uint64) (proto.GrantReply, error) {
 	if g.grant < min(want, maxGrant)/2 {
 		s.topUp(g, want)
 		b := s.o.idx.db.NewBatch()
-		b.Set(grantKey(g.id), wire.Marshal(nil, &grantRecord{Grant: g.grant}), nil)
+		b.Set(grantKey(g.id), grantRecord{Grant: g.grant}.marshal(), nil)
 		if err := s.o.idx.commit(b); err != nil {
 			return proto.GrantReply{}, err
 		}
@@ -361,7 +360,7 @@ func (s *space) shrink(id proto.ObjID, rec objRecord, after, size uint64, destro
 		b.Delete(objKey(id), nil)
 	} else {
 		rec.Bytes, rec.Size = after, size
-		b.Set(objKey(id), wire.Marshal(nil, &rec), nil)
+		b.Set(objKey(id), rec.marshal(), nil)
 	}
 	return s.o.idx.commit(b)
 }
@@ -445,7 +444,7 @@ func (s *space) reclaim(grace, idle time.Duration) {
 			s.o.ctr.grantShrinks.Add(1)
 			g.grant = 0
 			s.seq++
-			b.Set(grantKey(id), wire.Marshal(nil, &grantRecord{}), nil)
+			b.Set(grantKey(id), grantRecord{}.marshal(), nil)
 			n++
 		}
 	}

@@ -1,95 +1,51 @@
 package dtx
 
 import (
-	"encoding/binary"
-	"slices"
+	"fmt"
 
-	"github.com/stripefs/stripefs/proto"
-	"github.com/stripefs/stripefs/wire"
+	gproto "google.golang.org/protobuf/proto"
+
+	"github.com/stripefs/stripefs/internal/recordpb"
 )
 
-// A record is encoded and decoded several times per remote mkdir (the
-// coordinator's log, the push, the participant's log): by reflection that
-// was a tenth of an MDT's CPU in a remote mkdir storm. These write and
-// read the very bytes wire.Marshal and wire.Unmarshal do (codec_test.go
-// compares them); a field added to Record or Update must be added here.
+// A record's bytes are what an MDT keeps in its update log and what it
+// sends its peers (push, redo, recovery): protocol buffers, package
+// recordpb, so a field added to Update is read as zero from the records
+// of an older build.
 
-var le = binary.LittleEndian
-
-// AppendWire implements wire.Appender.
-func (r *Record) AppendWire(b []byte) []byte {
-	n := 32 + len(r.Op)
+// Marshal is r's stored form.
+func (r *Record) Marshal() []byte {
+	p := &recordpb.Record{Id: &recordpb.OpID{Coord: r.ID.Coord, Epoch: r.ID.Epoch, Seq: r.ID.Seq}, Op: r.Op, Started: r.Started,
+		Updates: make([]*recordpb.Update, len(r.Updates))}
+	us := make([]recordpb.Update, len(r.Updates)) // one allocation for them all
 	for i := range r.Updates {
 		u := &r.Updates[i]
-		n += 72 + len(u.Kind) + len(u.Name) + len(u.Inode)
+		us[i] = recordpb.Update{Kind: u.Kind, Mdt: u.MDT, Fid: recordpb.NewFID(u.FID), Parent: recordpb.NewFID(u.Parent), Name: []byte(u.Name),
+			Mode: u.Mode, Delta: u.Delta, Time: u.Time, Inode: u.Inode}
+		p.Updates[i] = &us[i]
 	}
-	b = slices.Grow(b, n) // one allocation, not one per doubling
-	b = le.AppendUint32(b, r.ID.Coord)
-	b = le.AppendUint32(b, r.ID.Epoch)
-	b = le.AppendUint64(b, r.ID.Seq)
-	b = wire.AppendString(b, r.Op)
-	b = le.AppendUint64(b, uint64(r.Started))
-	b = wire.AppendLen(b, len(r.Updates))
-	for i := range r.Updates {
-		u := &r.Updates[i]
-		b = wire.AppendString(b, u.Kind)
-		b = le.AppendUint32(b, u.MDT)
-		b = proto.AppendFID(b, u.FID)
-		b = proto.AppendFID(b, u.Parent)
-		b = wire.AppendString(b, u.Name)
-		b = le.AppendUint32(b, u.Mode)
-		b = le.AppendUint32(b, uint32(u.Delta))
-		b = le.AppendUint64(b, uint64(u.Time))
-		b = wire.AppendBytes(b, u.Inode)
+	b, err := gproto.MarshalOptions{}.MarshalAppend(make([]byte, 0, gproto.Size(p)), p)
+	if err != nil {
+		// Only a string field that is not UTF-8 fails: Op and Kind are
+		// this package's constants.
+		panic(fmt.Sprintf("dtx: marshal record %v: %v", r.ID, err))
 	}
 	return b
 }
 
-// UnmarshalWire implements wire.Unmarshaler.
-func (r *Record) UnmarshalWire(w *wire.Reader) {
-	r.ID = OpID{Coord: w.Uint32(), Epoch: w.Uint32(), Seq: w.Uint64()}
-	r.Op = w.String()
-	r.Started = w.Int64()
-	r.Updates = nil
-	if n := w.Len(); n > 0 {
-		r.Updates = make([]Update, n)
-		for i := range r.Updates {
-			u := &r.Updates[i]
-			u.Kind = kind(w.Raw())
-			u.MDT = w.Uint32()
-			u.FID = proto.ReadFID(w)
-			u.Parent = proto.ReadFID(w)
-			u.Name = w.String()
-			u.Mode = w.Uint32()
-			u.Delta = w.Int32()
-			u.Time = w.Int64()
-			u.Inode = w.Bytes()
+// Unmarshal reads a record's stored form into r.
+func (r *Record) Unmarshal(b []byte) error {
+	var p recordpb.Record
+	if err := gproto.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("update-log record: %w", err)
+	}
+	*r = Record{ID: OpID{Coord: p.Id.GetCoord(), Epoch: p.Id.GetEpoch(), Seq: p.Id.GetSeq()}, Op: p.Op, Started: p.Started}
+	if len(p.Updates) > 0 {
+		r.Updates = make([]Update, len(p.Updates))
+		for i, u := range p.Updates {
+			r.Updates[i] = Update{Kind: u.Kind, MDT: u.Mdt, FID: u.Fid.Value(), Parent: u.Parent.Value(), Name: string(u.Name),
+				Mode: u.Mode, Delta: u.Delta, Time: u.Time, Inode: u.Inode}
 		}
 	}
-}
-
-// kind returns the constant for a known update kind, so that decoding
-// one allocates nothing.
-func kind(p []byte) string {
-	switch string(p) {
-	case CreateInode:
-		return CreateInode
-	case DeleteInode:
-		return DeleteInode
-	case InsertDirent:
-		return InsertDirent
-	case DeleteDirent:
-		return DeleteDirent
-	case ParentLink:
-		return ParentLink
-	case InodeLink:
-		return InodeLink
-	case SetParent:
-		return SetParent
-	case SetXattr:
-		return SetXattr
-	case ClientDone:
-		return ClientDone
-	}
-	return string(p)
+	return nil
 }
