@@ -18,6 +18,7 @@ import (
 
 	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/mds"
+	"github.com/stripefs/stripefs/mds/mgs"
 	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -132,7 +133,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 		go m.Serve(l)
 		c.mdts = append(c.mdts, RunMDT(cfg, m, l.Addr().String()))
 		if i > 0 {
-			if err := mds.Register(ctx, c.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
+			if err := mgs.Register(ctx, c.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
 				c.Close()
 				return nil, err
 			}
@@ -155,7 +156,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 		rpc.SetLocal(l, o) // a mount in this process may read its objects directly
 		go o.Serve(l)
 		c.osts = append(c.osts, RunOST(cfg, o, l.Addr().String()))
-		if err := mds.Register(ctx, c.MGS, proto.Target{Kind: proto.KindOST, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
+		if err := mgs.Register(ctx, c.MGS, proto.Target{Kind: proto.KindOST, Index: uint32(i), Addr: l.Addr().String()}); err != nil {
 			c.Close()
 			return nil, err
 		}

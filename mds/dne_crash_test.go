@@ -21,6 +21,7 @@ import (
 	"github.com/stripefs/stripefs/fsck"
 	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/mds/dtx"
+	"github.com/stripefs/stripefs/mds/mgs"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 	"github.com/stripefs/stripefs/wire"
@@ -58,7 +59,7 @@ func (p *pair) open(i int) {
 	if i > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := Register(ctx, p.addr(0), proto.Target{Kind: proto.KindMDT, Index: uint32(i), Addr: p.addr(i)}); err != nil {
+		if err := mgs.Register(ctx, p.addr(0), proto.Target{Kind: proto.KindMDT, Index: uint32(i), Addr: p.addr(i)}); err != nil {
 			p.t.Fatal(err)
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/stripefs/stripefs/internal/storeguard"
 	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/mds/lockd"
+	"github.com/stripefs/stripefs/mds/mgs"
 	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -176,12 +177,11 @@ type MDT struct {
 	lost         lostClients
 	startTransno uint64 // last transno on disk at start
 
-	quota    *quotaState // quota.go
-	mgs      *mgs        // MDT0 only
-	mgsConn  *rpc.Client // others: to MDT0
-	cfgMu    sync.Mutex
-	cfgCache *proto.Config
-	cfgTime  time.Time
+	quota *quotaState // quota.go
+	// cluster is the cluster map: MDT0's management service, or on the
+	// others mgsClient, their cached copy read from MDT0.
+	cluster   mgs.Source
+	mgsClient *mgs.Client
 }
 
 // Open opens (creating on first use) the MDT in cfg.DataDir.
@@ -294,13 +294,13 @@ func Open(cfg Config) (*MDT, error) {
 	m.gateClients()
 	m.gateRecovery()
 	if cfg.Index == 0 {
-		if m.mgs, err = openMGS(m); err != nil {
+		if err := m.openMGS(); err != nil {
 			db.Close()
 			return nil, err
 		}
 	} else {
-		m.mgsConn = rpc.NewClient(cfg.MGS, m.Srv.Name)
-		m.mgsConn.Role = rpc.RoleServer
+		m.mgsClient = mgs.NewClient(cfg.MGS, m.Srv.Name)
+		m.cluster = m.mgsClient
 	}
 	if err := m.openQuota(); err != nil {
 		db.Close()
@@ -429,8 +429,8 @@ func (m *MDT) halt() {
 // Close stops serving and closes the database after a final commit.
 func (m *MDT) Close() error {
 	m.halt()
-	if m.mgsConn != nil {
-		m.mgsConn.Close()
+	if m.mgsClient != nil {
+		m.mgsClient.Close()
 	}
 	m.peerMu.Lock()
 	for _, c := range m.peers {
@@ -707,23 +707,28 @@ func (m *MDT) Index() int { return m.cfg.Index }
 // config returns the cluster map: MDT0's own, others' fetched from MDT0
 // and cached briefly.
 func (m *MDT) config(ctx context.Context) (*proto.Config, error) {
-	if m.mgs != nil {
-		return m.mgs.get(), nil
-	}
-	m.cfgMu.Lock()
-	defer m.cfgMu.Unlock()
-	if m.cfgCache != nil && time.Since(m.cfgTime) < 5*time.Second {
-		return m.cfgCache, nil
-	}
-	c, err := rpc.Invoke[proto.Config](ctx, m.mgsConn, proto.GConfig, &proto.Empty{})
+	c, err := m.cluster.Config(ctx)
 	if err != nil {
-		if m.cfgCache != nil {
-			return m.cfgCache, nil
-		}
-		return nil, fmt.Errorf("mdt%d: fetch cluster map: %w", m.cfg.Index, err)
+		return nil, fmt.Errorf("mdt%d: %w", m.cfg.Index, err)
 	}
-	m.cfgCache, m.cfgTime = c, time.Now()
 	return c, nil
+}
+
+// openMGS starts MDT0's management service over its database and
+// registers MDT0 itself.
+func (m *MDT) openMGS() error {
+	svc, err := mgs.Open(mgsStore{m}, m.cfg.FSName, proto.TargetName(proto.KindMDT, uint32(m.cfg.Index)))
+	if err != nil {
+		return err
+	}
+	if m.cfg.Addr != "" {
+		if err := svc.Register(proto.Target{Kind: proto.KindMDT, Index: 0, Addr: m.cfg.Addr}); err != nil {
+			return err
+		}
+	}
+	svc.Serve(m.Srv)
+	m.cluster = svc
+	return nil
 }
 
 var _ io.Closer = (*MDT)(nil)

@@ -44,8 +44,8 @@ func (m *MDT) startNodemaps() error {
 		return &p, nil
 	})
 	if m.cfg.Index != 0 {
-		if m.mgsConn != nil {
-			m.nodemaps.Pull(m.mgsConn, nodemapsync.DefaultInterval)
+		if m.mgsClient != nil {
+			m.nodemaps.Pull(m.mgsClient.Conn(), nodemapsync.DefaultInterval)
 		}
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stripefs/stripefs/internal/diskspace"
 	"github.com/stripefs/stripefs/mds"
 	"github.com/stripefs/stripefs/mds/lockd"
+	"github.com/stripefs/stripefs/mds/mgs"
 	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -90,7 +91,7 @@ func mdsCmd() *cobra.Command {
 			}
 			if cfg.Index > 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-				err := mds.Register(ctx, cfg.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(cfg.Index), Addr: cfg.Addr})
+				err := mgs.Register(ctx, cfg.MGS, proto.Target{Kind: proto.KindMDT, Index: uint32(cfg.Index), Addr: cfg.Addr})
 				cancel()
 				if err != nil {
 					r.Close()
@@ -143,7 +144,7 @@ func addLimitFlags(f *pflag.FlagSet) {
 
 func ostCmd() *cobra.Command {
 	var cfg ost.Config
-	var listen, advertise, mgs string
+	var listen, advertise, mgsAddr string
 	var capacity sizeValue
 	cmd := &cobra.Command{
 		Use:   "ost --index N --data DIR --listen ADDR --mgs ADDR [--capacity BYTES]",
@@ -159,7 +160,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 (bench survey --fiemap-fail sets the same at run time over RPC).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.DataDir == "" || mgs == "" {
+			if cfg.DataDir == "" || mgsAddr == "" {
 				return fmt.Errorf("--data and --mgs are required")
 			}
 			if _, err := serverKey(fmt.Sprintf("ost%d", cfg.Index)); err != nil {
@@ -169,7 +170,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 			if err != nil {
 				return fmt.Errorf("ost%d: %w", cfg.Index, err)
 			}
-			cfg.MGS, cfg.Capacity = mgs, uint64(capacity)
+			cfg.MGS, cfg.Capacity = mgsAddr, uint64(capacity)
 			o, err := ost.Open(cfg)
 			if err != nil {
 				return err
@@ -181,7 +182,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 			}
 			addr := advertised(advertise, l.Addr().String())
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			err = mds.Register(ctx, mgs, proto.Target{Kind: proto.KindOST, Index: uint32(cfg.Index), Addr: addr})
+			err = mgs.Register(ctx, mgsAddr, proto.Target{Kind: proto.KindOST, Index: uint32(cfg.Index), Addr: addr})
 			cancel()
 			if err != nil {
 				r.Close()
@@ -201,7 +202,7 @@ EFAULT, so the SEEK_DATA/SEEK_HOLE fallback of the allocated-range check runs
 	f.StringVar(&cfg.DataDir, "data", "", "data directory (objects live here)")
 	f.StringVar(&listen, "listen", "127.0.0.1:9500", "address to listen on")
 	f.StringVar(&advertise, "advertise", "", "address clients use to reach this OST (default: the listen address)")
-	f.StringVar(&mgs, "mgs", "", "MDT0's address")
+	f.StringVar(&mgsAddr, "mgs", "", "MDT0's address")
 	f.Var(&capacity, "capacity", "cap on the bytes this OST allocates and grants (64MiB, 1GiB…; default: the disk's free space), to run it full without filling a disk")
 	f.DurationVar(&cfg.GrantGrace, "grant-grace", 30*time.Second, "how long a disconnected client keeps its space grant")
 	cfg.Reserve = reserveFlag(f, "it grants and allocates no more")
