@@ -133,13 +133,13 @@ func (m *MDT) reserve(dir proto.FID, name string) error {
 
 // startOp begins a distributed operation on name in dir, which this MDT
 // coordinates: it reserves the name and takes the operation's ID. m.mu is
-// held on entry and released whatever happens; done gives the name back.
-func (m *MDT) startOp(dir proto.FID, name string) (id dtx.OpID, done func(), err error) {
-	defer m.mu.Unlock()
+// held. The caller lets m.mu go before the operation's RPCs (runTxn) and
+// gives the name back (release) when the operation is over.
+func (m *MDT) startOp(dir proto.FID, name string) (dtx.OpID, error) {
 	if err := m.reserve(dir, name); err != nil {
-		return dtx.OpID{}, nil, err
+		return dtx.OpID{}, err
 	}
-	return m.nextOpID(), func() { m.release(dir, name) }, nil
+	return m.nextOpID(), nil
 }
 
 func (m *MDT) release(dir proto.FID, name string) {
@@ -153,19 +153,12 @@ func (m *MDT) nextOpID() dtx.OpID {
 	return dtx.OpID{Coord: uint32(m.cfg.Index), Epoch: m.epoch, Seq: m.opSeq}
 }
 
-// remoteMkdir creates a directory on MDT target under a parent here.
-// m.mu is held on entry and released. With remote_sync the participant
-// applies its part before the coordinator does and both sync, as the
-// field report's patch did; otherwise remoteMkdirAsync (mkdir_async.go).
-func (m *MDT) remoteMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
-	if !m.remoteSync.Load() {
-		return m.remoteMkdirAsync(ctx, r, dir, target)
-	}
-	id, done, err := m.startOp(r.Parent, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+// remoteMkdirSync creates a directory on MDT target under a parent here
+// as operation id (startOp), with remote_sync: the participant applies
+// its part before the coordinator does and both sync, as the field
+// report's patch did; otherwise remoteMkdirAsync (mkdir_async.go). m.mu
+// is not held.
+func (m *MDT) remoteMkdirSync(ctx context.Context, r *proto.MkdirReq, dir *inode, id dtx.OpID, target uint32) (any, error) {
 	t := now()
 	child := newRemoteDir(r, dir, m.cred(ctx), t)
 	rec := &dtx.Record{ID: id, Op: "mkdir", Started: t, Updates: []dtx.Update{
@@ -189,14 +182,10 @@ func newRemoteDir(r *proto.MkdirReq, dir *inode, c *rpc.Cred, t int64) *inode {
 	return n
 }
 
-// remoteRmdir removes a directory that lives on another MDT. m.mu is held
-// on entry and released. unlink has refused it to a plain unlink.
-func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
-	id, done, err := m.startOp(r.Parent, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+// remoteRmdir removes a directory that lives on another MDT, as
+// operation id (startOp). m.mu is not held. unlink has refused it to a
+// plain unlink.
+func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent, id dtx.OpID) (any, error) {
 	t := now()
 	rec := &dtx.Record{ID: id, Op: "rmdir", Started: t, Updates: []dtx.Update{
 		{Kind: dtx.DeleteInode, MDT: uint32(d.FID.MDT()), FID: d.FID},

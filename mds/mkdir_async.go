@@ -101,35 +101,34 @@ func (m *MDT) registerGrants() {
 	rpc.HandleFunc(m.Srv, proto.MTxnPull, m.txnPull)
 }
 
-// remoteMkdirAsync creates a directory on MDT target under a parent here
-// and replies before target has it (see the top of this file). m.mu is
-// held on entry and released.
-func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
-	// With a FID in the pool, the usual case, the whole mkdir is done
-	// under the hold of m.mu that found the name free, and the parent as
-	// read then is still right. Otherwise the name is reserved while a
-	// block of FIDs is reserved on target, and the parent read again.
-	fid, pooled := m.replayedFID(ctx, target)
-	if !pooled {
-		fid, pooled = m.pooledFID(target, proto.FIDPlain)
+// pooledRemoteFID is the FID for a new directory on target that needs no
+// RPC: the one a replayed mkdir was given, or one from the pool. m.mu is
+// held.
+func (m *MDT) pooledRemoteFID(ctx context.Context, target uint32) (proto.FID, bool) {
+	if fid, ok := m.replayedFID(ctx, target); ok {
+		return fid, true
 	}
-	var known []*inode
-	if pooled {
-		known = []*inode{dir}
-	} else {
-		if err := m.reserve(r.Parent, r.Name); err != nil {
-			m.mu.Unlock()
-			return nil, err
-		}
-		m.mu.Unlock()
-		defer m.release(r.Parent, r.Name)
-		var err error
-		if fid, err = m.takeFID(ctx, target, proto.FIDPlain); err != nil {
-			return nil, fmt.Errorf("mdt%d: mkdir %q on mdt%d: %w", m.cfg.Index, r.Name, target, err)
-		}
-		m.mu.Lock()
+	return m.pooledFID(target, proto.FIDPlain)
+}
+
+// remoteMkdirUnpooled is remoteMkdirAsync when the pool has no FID: a
+// block of FIDs is reserved on target first. The name is reserved; m.mu is
+// not held.
+func (m *MDT) remoteMkdirUnpooled(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32) (any, error) {
+	fid, err := m.takeFID(ctx, target, proto.FIDPlain)
+	if err != nil {
+		return nil, fmt.Errorf("mdt%d: mkdir %q on mdt%d: %w", m.cfg.Index, r.Name, target, err)
 	}
+	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.remoteMkdirAsync(ctx, r, dir, target, fid, nil) // the parent is read again
+}
+
+// remoteMkdirAsync creates a directory with fid on MDT target under a
+// parent here and replies before target has it (see the top of this
+// file). known are inodes read under this hold of m.mu, which applyPart
+// need not read again. m.mu is held.
+func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inode, target uint32, fid proto.FID, known []*inode) (any, error) {
 	t := now()
 	child := newRemoteDir(r, dir, m.cred(ctx), t)
 	child.Attr.FID = fid

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/stripefs/stripefs/mds/dtx"
 	"github.com/stripefs/stripefs/perm"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -448,14 +449,40 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 	if count == 0 && dir.DefDir.Set {
 		count = int(max(dir.DefDir.Count, 1))
 	}
-	if target, err := m.mkdirTarget(ctx, dir, r.MDT); err != nil {
+	target, err := m.mkdirTarget(ctx, dir, r.MDT)
+	if err != nil {
 		return nil, err
-	} else if count > 1 {
+	}
+	remoteSync := m.remoteSync.Load()
+	if count <= 1 && target != uint32(m.cfg.Index) && !remoteSync {
+		// With a FID in the pool, the usual case, the whole mkdir is
+		// done under this hold of m.mu, and dir as read is still right.
+		if fid, ok := m.pooledRemoteFID(ctx, target); ok {
+			return m.remoteMkdirAsync(ctx, r, dir, target, fid, []*inode{dir})
+		}
+	}
+	if count > 1 || target != uint32(m.cfg.Index) {
+		// A distributed mkdir: its name is reserved, and m.mu let go for
+		// the RPCs to the other MDTs.
+		var id dtx.OpID
+		if count > 1 || remoteSync {
+			if id, err = m.startOp(r.Parent, r.Name); err != nil {
+				return nil, err
+			}
+		} else if err := m.reserve(r.Parent, r.Name); err != nil { // remoteMkdirAsync takes its ID as it commits
+			return nil, err
+		}
 		unlocked = true
-		return m.stripedMkdir(ctx, r, dir, target, count) // releases m.mu
-	} else if target != uint32(m.cfg.Index) {
-		unlocked = true
-		return m.remoteMkdir(ctx, r, dir, target) // releases m.mu
+		m.mu.Unlock()
+		defer m.release(r.Parent, r.Name)
+		switch {
+		case count > 1:
+			return m.stripedMkdir(ctx, r, dir, id, target, count)
+		case remoteSync:
+			return m.remoteMkdirSync(ctx, r, dir, id, target)
+		default:
+			return m.remoteMkdirUnpooled(ctx, r, dir, target)
+		}
 	}
 	b := m.newBatch(ctx)
 	n, err := m.newChild(ctx, b, dir, sIFDIR|r.Mode&0o7777, r.Umask)
@@ -598,16 +625,27 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if (d.FID.IsStripedDir() || remote && d.Mode == sIFDIR) && !r.Dir {
 		return nil, m.errorf("unlink", r.Name, syscall.EISDIR)
 	}
-	if d.FID.IsStripedDir() {
-		unlocked = true
-		return m.stripedRmdir(ctx, r, d) // releases m.mu
+	if remote && d.Mode != sIFDIR && r.Dir {
+		return nil, m.errorf("rmdir", r.Name, syscall.ENOTDIR)
 	}
-	if remote {
-		unlocked = true
-		if d.Mode == sIFDIR {
-			return m.remoteRmdir(ctx, r, d) // releases m.mu
+	if d.FID.IsStripedDir() || remote {
+		// A distributed removal: its name is reserved, and m.mu let go
+		// for the RPCs to the other MDTs.
+		id, err := m.startOp(r.Parent, r.Name)
+		if err != nil {
+			return nil, err
 		}
-		return m.remoteUnlink(ctx, r, d) // releases m.mu
+		unlocked = true
+		m.mu.Unlock()
+		defer m.release(r.Parent, r.Name)
+		switch {
+		case d.FID.IsStripedDir():
+			return m.stripedRmdir(ctx, r, d, id)
+		case d.Mode == sIFDIR:
+			return m.remoteRmdir(ctx, r, d, id)
+		default:
+			return m.remoteUnlink(ctx, r, d, id)
+		}
 	}
 	n, err := m.getInode(d.FID)
 	if err != nil {
@@ -906,8 +944,14 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 		} else if !errors.Is(err, syscall.ENOENT) {
 			return nil, err
 		}
+		id, err := m.startOp(r.Parent, r.Name)
+		if err != nil {
+			return nil, err
+		}
 		unlocked = true
-		return m.remoteLink(ctx, r) // releases m.mu
+		m.mu.Unlock()
+		defer m.release(r.Parent, r.Name)
+		return m.remoteLink(ctx, r, id)
 	}
 	n, err := m.getInode(r.FID)
 	if err != nil {

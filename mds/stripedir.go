@@ -189,19 +189,13 @@ func (m *MDT) freezeOn(ctx context.Context, mdt uint32, fids []proto.FID, freeze
 }
 
 // stripedMkdir creates a directory striped over count MDTs from first,
-// its master with stripe 0, named in dir here. m.mu is held on entry and
-// released.
-func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, first uint32, count int) (any, error) {
+// its master with stripe 0, named in dir here, as operation id (startOp).
+// m.mu is not held.
+func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, id dtx.OpID, first uint32, count int) (any, error) {
 	n := m.numMDTs(ctx)
 	if count < 1 || count > n {
-		m.mu.Unlock()
 		return nil, fmt.Errorf("mdt%d: mkdir %q: stripe count %d, but there are %d MDTs: %w", m.cfg.Index, r.Name, count, n, syscall.EINVAL)
 	}
-	id, done, err := m.startOp(r.Parent, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	t := now()
 	attr, defACL := newOwner(dir, sIFDIR|r.Mode&0o7777, r.Umask, m.cred(ctx))
 	attr.Nlink, attr.Atime, attr.Mtime, attr.Ctime = 2, t, t, t
@@ -244,14 +238,9 @@ func (m *MDT) stripedMkdir(ctx context.Context, r *proto.MkdirReq, dir *inode, f
 }
 
 // stripedRmdir removes a striped directory named in r.Parent here: every
-// stripe frozen empty, then master, stripes and name in one transaction.
-// m.mu is held on entry and released.
-func (m *MDT) stripedRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
-	id, done, err := m.startOp(r.Parent, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+// stripe frozen empty, then master, stripes and name in one transaction,
+// as operation id (startOp). m.mu is not held.
+func (m *MDT) stripedRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent, id dtx.OpID) (any, error) {
 	l, err := m.fetchLMV(ctx, d.FID)
 	if err != nil {
 		return nil, err

@@ -62,18 +62,9 @@ func (m *MDT) isAncestorAnywhere(ctx context.Context, a, dir proto.FID) (bool, e
 
 // remoteUnlink removes a name here whose (non-directory) inode lives on
 // another MDT: the entry goes here, a link there; the inode's MDT removes
-// it at its last link, or keeps it while it is open. m.mu is held on
-// entry and released.
-func (m *MDT) remoteUnlink(ctx context.Context, r *proto.UnlinkReq, d *dirent) (any, error) {
-	if r.Dir {
-		m.mu.Unlock()
-		return nil, m.errorf("rmdir", r.Name, syscall.ENOTDIR)
-	}
-	id, done, err := m.startOp(r.Parent, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+// it at its last link, or keeps it while it is open. It runs as
+// operation id (startOp); m.mu is not held.
+func (m *MDT) remoteUnlink(ctx context.Context, r *proto.UnlinkReq, d *dirent, id dtx.OpID) (any, error) {
 	t := now()
 	rec := &dtx.Record{ID: id, Op: "unlink", Started: t, Updates: dtx.Unlink(r.Parent, r.Name, d.FID, d.Mode, t)}
 	res, err := m.runTxn(ctx, rec, "unlink")
@@ -88,14 +79,10 @@ func (m *MDT) remoteUnlink(ctx context.Context, r *proto.UnlinkReq, d *dirent) (
 	return reply, nil
 }
 
-// remoteLink names here an inode that lives on another MDT. The caller
-// checked that the name is free; m.mu is held on entry and released.
-func (m *MDT) remoteLink(ctx context.Context, r *proto.LinkReq) (any, error) {
-	id, done, err := m.startOp(r.Parent, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
+// remoteLink names here an inode that lives on another MDT, as operation
+// id (startOp): the caller checked that the name is free and reserved it.
+// m.mu is not held.
+func (m *MDT) remoteLink(ctx context.Context, r *proto.LinkReq, id dtx.OpID) (any, error) {
 	t := now()
 	rec := &dtx.Record{ID: id, Op: "link", Started: t, Updates: dtx.Link(r.Parent, r.Name, r.FID, 0, t)}
 	res, err := m.runTxn(ctx, rec, "link")
