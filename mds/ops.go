@@ -427,13 +427,8 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 	if err := m.inFileset(ctx, r.Parent); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	unlocked := false
-	defer func() {
-		if !unlocked {
-			m.mu.Unlock()
-		}
-	}()
+	h := m.holdNS()
+	defer h.unlock()
 	dir, err := m.prepareCreate(ctx, "mkdir", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
@@ -472,8 +467,7 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 		} else if err := m.reserve(r.Parent, r.Name); err != nil { // remoteMkdirAsync takes its ID as it commits
 			return nil, err
 		}
-		unlocked = true
-		m.mu.Unlock()
+		h.unlock()
 		defer m.release(r.Parent, r.Name)
 		switch {
 		case count > 1:
@@ -587,13 +581,8 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	unlocked := false
-	defer func() {
-		if !unlocked {
-			m.mu.Unlock()
-		}
-	}()
+	h := m.holdNS()
+	defer h.unlock()
 	dir, err := m.getDir(r.Parent)
 	if err != nil {
 		return nil, err
@@ -635,8 +624,7 @@ func (m *MDT) unlink(ctx context.Context, r *proto.UnlinkReq) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		unlocked = true
-		m.mu.Unlock()
+		h.unlock()
 		defer m.release(r.Parent, r.Name)
 		switch {
 		case d.FID.IsStripedDir():
@@ -730,18 +718,12 @@ func (m *MDT) rename(ctx context.Context, r *proto.RenameReq) (any, error) {
 	if err := m.inFileset(ctx, r.SrcParent, r.DstParent); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	unlocked := false
-	defer func() {
-		if !unlocked {
-			m.mu.Unlock()
-		}
-	}()
+	h := m.holdNS()
+	defer h.unlock()
 	// Anything on another MDT (the destination directory, either inode,
 	// an ancestor on the way up) makes it a distributed rename.
 	remote := func() (any, error) {
-		unlocked = true
-		m.mu.Unlock()
+		h.unlock()
 		return m.remoteRename(ctx, r)
 	}
 	m.waitThawLocked(r.SrcParent, r.DstParent)
@@ -927,13 +909,8 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 	if err := m.inFileset(ctx, r.Parent); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	unlocked := false
-	defer func() {
-		if !unlocked {
-			m.mu.Unlock()
-		}
-	}()
+	h := m.holdNS()
+	defer h.unlock()
 	dir, err := m.prepareCreate(ctx, "link", r.Parent, r.Name)
 	if err != nil {
 		return nil, err
@@ -948,8 +925,7 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		unlocked = true
-		m.mu.Unlock()
+		h.unlock()
 		defer m.release(r.Parent, r.Name)
 		return m.remoteLink(ctx, r, id)
 	}
