@@ -23,6 +23,7 @@ import (
 
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/fs/fusefs"
+	"github.com/stripefs/stripefs/internal/mountinfo"
 )
 
 const readyPrefix = "stripefs: mounted "
@@ -220,14 +221,8 @@ func serveUntilSignal(m *liveMount, sig <-chan os.Signal, tl *takeoverListener) 
 // clearStaleMount lazily unmounts a FUSE mount whose daemon died
 // ("transport endpoint is not connected"), so a restart can mount again.
 func clearStaleMount(dir string) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); errors.Is(err, syscall.ENOTCONN) {
-		for _, prog := range []string{"fusermount3", "fusermount"} {
-			if exec.Command(prog, "-u", "-z", dir).Run() == nil {
-				return
-			}
-		}
-		_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+	if mountinfo.Stale(dir) {
+		mountinfo.LazyUnmount(dir)
 	}
 }
 

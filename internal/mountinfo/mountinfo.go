@@ -1,5 +1,7 @@
 // Package mountinfo reads the kernel's table of mounts as a process sees
-// them (/proc/self/mountinfo, proc(5)).
+// them (/proc/self/mountinfo, proc(5)), and probes and detaches a single
+// mount point (probe.go): the one place the commands, the benchmarks and
+// the test cluster ask whether a directory is mounted.
 package mountinfo
 
 import (

@@ -3,8 +3,8 @@
 package testcluster
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stripefs/stripefs/internal/child"
+	"github.com/stripefs/stripefs/internal/mountinfo"
 	"github.com/stripefs/stripefs/rpc"
 )
 
@@ -99,8 +101,7 @@ type Proc struct {
 	// with --metrics.
 	Metrics string
 	Log     string
-	cmd     *exec.Cmd
-	done    chan struct{}
+	proc    *child.Proc
 }
 
 // Cluster is a set of server processes and, optionally, a mount.
@@ -230,12 +231,12 @@ func (c *Cluster) TakeOver(dir string) *Proc {
 }
 
 // Done is closed when p has exited.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *Proc) Done() <-chan struct{} { return p.proc.Done() }
 
 // Signal sends sig to p (SIGSTOP and SIGCONT freeze and thaw a client).
 func (c *Cluster) Signal(p *Proc, sig syscall.Signal) {
 	c.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.proc.Signal(sig); err != nil {
 		c.t.Fatalf("signal %v to %s: %v", sig, p.Name, err)
 	}
 }
@@ -258,67 +259,31 @@ func (c *Cluster) start(name string, args []string, ready *regexp.Regexp) *Proc 
 
 func (c *Cluster) run(p *Proc, ready *regexp.Regexp) {
 	c.t.Helper()
-	logf, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(c.Bin, p.Args...)
-	cmd.Stderr = logf
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
+	proc, err := child.Start(context.Background(), child.Config{
+		Name: p.Name, Path: c.Bin, Args: p.Args, Log: p.Log, Timeout: 60 * time.Second,
+		Ready: func(l string) (string, bool) {
+			if m := ready.FindStringSubmatch(l); m != nil {
+				return m[1], true
 			}
-		}
-	}()
-	go func() { cmd.Wait(); close(p.done) }()
-	deadline := time.After(60 * time.Second)
-	for {
-		select {
-		case l := <-lines:
+			return "", false
+		},
+		Line: func(l string) {
 			if m := metricsRE.FindStringSubmatch(l); m != nil {
 				p.Metrics = m[1]
 			}
-			if m := ready.FindStringSubmatch(l); m != nil {
-				p.Addr = m[1]
-				return
-			}
-		case <-p.done:
-			c.t.Fatalf("%s exited before it was ready:\n%s", p.Name, tail(p.Log))
-		case <-deadline:
-			c.t.Fatalf("%s not ready after 60s:\n%s", p.Name, tail(p.Log))
-		}
+		},
+	})
+	if err != nil {
+		c.t.Fatal(err)
 	}
+	p.proc, p.Addr = proc, proc.ReadyLine()
 }
 
 // Kill9 kills p with SIGKILL, as a crash would.
-func (c *Cluster) Kill9(p *Proc) {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
+func (c *Cluster) Kill9(p *Proc) { p.proc.Kill() }
 
-// Stop stops p with SIGTERM and waits for it.
-func (c *Cluster) Stop(p *Proc) {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
+// Stop stops p with SIGTERM and waits for it (killed after 30 s).
+func (c *Cluster) Stop(p *Proc) { _ = p.proc.Stop(30 * time.Second) }
 
 // Restart starts p again with the same arguments, at the same address so
 // that clients reconnect to it.
@@ -339,31 +304,24 @@ func (c *Cluster) Restart(p *Proc) {
 }
 
 // Pid is p's process id.
-func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+func (p *Proc) Pid() int { return p.proc.Pid() }
 
 // Running reports whether p has not exited.
-func (p *Proc) Running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (p *Proc) Running() bool { return p.proc.Running() }
 
 func (c *Cluster) stopAll() {
 	for i, p := range c.Mounts {
 		if p.Running() {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT) // a test may have left it stopped
+			_ = p.proc.Signal(syscall.SIGCONT) // a test may have left it stopped
 			c.Stop(p)
 		}
-		_ = exec.Command("fusermount3", "-u", "-z", c.mnts[i]).Run()
+		mountinfo.LazyUnmount(c.mnts[i])
 	}
 	if c.Mount != nil && c.Mount.Running() {
 		c.Stop(c.Mount)
 	}
 	if c.MNT != "" {
-		_ = exec.Command("fusermount3", "-u", "-z", c.MNT).Run()
+		mountinfo.LazyUnmount(c.MNT)
 	}
 	for _, p := range append(append([]*Proc(nil), c.OSTs...), c.MDTs...) {
 		if p.Running() {
@@ -382,16 +340,8 @@ func (c *Cluster) stopAll() {
 	if c.t.Failed() {
 		for _, p := range all {
 			if p != nil {
-				c.t.Logf("--- %s log:\n%s", p.Name, tail(p.Log))
+				c.t.Logf("--- %s log:\n%s", p.Name, child.Tail(p.Log, 60))
 			}
 		}
 	}
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(bytes.TrimSpace(b))
 }
