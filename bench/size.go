@@ -1,7 +1,3 @@
-// Package bench holds the stripefs benchmarks: a sequential write/read
-// pass over one large file (IOR-like) and a create/stat/remove pass over
-// many empty files (mdtest-like), runnable against any directory, plus a
-// report that prints them as a table or as one JSON object.
 package bench
 
 import (

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -20,7 +18,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/bench"
 	"github.com/stripefs/stripefs/cluster"
@@ -643,7 +640,12 @@ read pass when running as root.`,
 			}
 			ctx, stop := interruptible()
 			defer stop()
-			r, err := runBaseline(ctx, data, int64(iof.size), int(iof.xfer), files, cmd.ErrOrStderr())
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			r, err := bench.Baseline(ctx, bench.BaselineConfig{Exe: exe, Data: data, Size: int64(iof.size), Xfer: int(iof.xfer),
+				Files: files, Log: cmd.ErrOrStderr()})
 			if err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("interrupted")
@@ -658,231 +660,6 @@ read pass when running as root.`,
 	cmd.Flags().StringVar(&data, "data", "", "working directory (default: a fresh one under $TMPDIR, removed afterwards)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	return cmd
-}
-
-// runBaseline is bench baseline: progress goes to logw, the result is returned.
-func runBaseline(ctx context.Context, data string, size int64, xfer, files int, logw io.Writer) (r *bench.Report, err error) {
-	progress := func(format string, a ...any) { fmt.Fprintf(logw, "bench: "+format+"\n", a...) }
-	if data == "" {
-		if data, err = os.MkdirTemp("", "stripefs-bench-"); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if mounted(filepath.Join(data, "mnt")) || mounted(filepath.Join(data, "lo-mnt")) {
-				progress("not removing %s: a mount is still there", data)
-				return
-			}
-			if rerr := os.RemoveAll(data); rerr != nil {
-				progress("remove %s: %v", data, rerr)
-			}
-		}()
-	} else if err := os.MkdirAll(data, 0o755); err != nil {
-		return nil, err
-	}
-	if data, err = filepath.Abs(data); err != nil {
-		return nil, err
-	}
-	sfMnt, loSrc, loMnt := filepath.Join(data, "mnt"), filepath.Join(data, "lo-src"), filepath.Join(data, "lo-mnt")
-	for _, d := range []string{sfMnt, loSrc, loMnt} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-
-	// Both children stop however we leave.
-	var children []*child
-	defer func() {
-		for _, c := range children {
-			if serr := c.stop(logw); serr != nil {
-				if err == nil {
-					err = serr
-				} else {
-					progress("%v", serr)
-				}
-			}
-		}
-	}()
-	progress("starting stripefs up in %s", data)
-	sf, err := startChild(ctx, "stripefs up", sfMnt, filepath.Join(data, "up.log"), "stripefs up:",
-		"up", "--data", filepath.Join(data, "fs"), "--mount", sfMnt)
-	if err != nil {
-		return nil, err
-	}
-	children = append(children, sf)
-	progress("starting loopback mount of %s", loSrc)
-	lo, err := startChild(ctx, "loopback", loMnt, filepath.Join(data, "loopback.log"), readyPrefix,
-		"loopback", "--src", loSrc, loMnt)
-	if err != nil {
-		return nil, err
-	}
-	children = append(children, lo)
-
-	r = &bench.Report{
-		Benchmark: "baseline", Size: size, Xfer: xfer, Files: files,
-		Targets: []bench.Target{{Name: "stripefs", Dir: sfMnt}, {Name: "loopback", Dir: loMnt}},
-		Notes: []string{
-			"stripefs: " + strings.TrimSpace(strings.SplitN(sf.ready, ";", 2)[0]),
-			"loopback: go-fuse fs.NewLoopbackRoot over " + loSrc + " (passthrough off)",
-		},
-	}
-	for i := range r.Targets {
-		t := &r.Targets[i]
-		if !isFUSE(t.Dir) {
-			return nil, fmt.Errorf("%s: %s is not a FUSE mount", t.Name, t.Dir)
-		}
-		progress("%s: seqio %s in %s transfers", t.Name, bench.FormatSize(size), bench.FormatSize(int64(xfer)))
-		seq, err := bench.SeqIO(ctx, t.Dir, size, xfer)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Name, err)
-		}
-		t.SeqIO = &seq
-		progress("%s: write %.1f MiB/s, read %.1f MiB/s", t.Name, seq.WriteMiBps, seq.ReadMiBps)
-		progress("%s: meta %d files", t.Name, files)
-		meta, err := bench.Meta(ctx, t.Dir, files)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Name, err)
-		}
-		t.Meta = &meta
-		progress("%s: create %.0f/s, stat %.0f/s, remove %.0f/s", t.Name, meta.CreateOps, meta.StatOps, meta.RemoveOps)
-	}
-	return r, nil
-}
-
-// child is a stripefs subprocess serving a mount.
-type child struct {
-	name, mnt, logPath string
-	cmd                *exec.Cmd
-	ready              string        // the line it announced readiness with
-	done               chan struct{} // closed once it has exited
-	waitErr            error
-}
-
-// startChild runs this executable with args and returns once the child
-// prints a line starting with readyLine, or fails if it exits, ctx ends
-// or three minutes pass first. Its stderr goes to logPath.
-func startChild(ctx context.Context, name, mnt, logPath, readyLine string, args ...string) (*child, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	c := &child{name: name, mnt: mnt, logPath: logPath, done: make(chan struct{})}
-	c.cmd = exec.Command(exe, args...)
-	c.cmd.Stdout, c.cmd.Stderr = pw, logf
-	// Own process group, so a terminal's Ctrl-C reaches only us and we
-	// stop the children once our files are closed; SIGTERM if we die.
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	err = c.cmd.Start()
-	pw.Close()
-	if err != nil {
-		pr.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	go func() { c.waitErr = c.cmd.Wait(); close(c.done) }()
-	readyc := make(chan string, 1)
-	go func() {
-		defer pr.Close()
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if line := sc.Text(); strings.HasPrefix(line, readyLine) {
-				select {
-				case readyc <- line:
-				default:
-				}
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr) // after an overlong line: keep the child's stdout flowing
-	}()
-	timer := time.NewTimer(3 * time.Minute)
-	defer timer.Stop()
-	select {
-	case c.ready = <-readyc:
-		return c, nil
-	case <-c.done:
-		return nil, fmt.Errorf("%s exited before mounting (%v)%s", name, c.waitErr, logTail(logPath))
-	case <-timer.C:
-		err = fmt.Errorf("%s did not mount within 3 minutes%s", name, logTail(logPath))
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	_ = c.stop(io.Discard)
-	return nil, err
-}
-
-// stop sends SIGTERM and waits for the child to unmount and exit; after a
-// minute it kills it and lazily unmounts. A non-zero exit is an error.
-func (c *child) stop(logw io.Writer) error {
-	select {
-	case <-c.done:
-	default:
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(time.Minute):
-			fmt.Fprintf(logw, "bench: %s did not stop within a minute of SIGTERM; killing it\n", c.name)
-			_ = c.cmd.Process.Kill()
-			<-c.done
-			lazyUnmount(c.mnt)
-			return fmt.Errorf("%s had to be killed%s", c.name, logTail(c.logPath))
-		}
-	}
-	if c.waitErr != nil {
-		if mounted(c.mnt) {
-			lazyUnmount(c.mnt)
-		}
-		return fmt.Errorf("%s: %v%s", c.name, c.waitErr, logTail(c.logPath))
-	}
-	return nil
-}
-
-// logTail is the end of a child's log, to explain a failure.
-func logTail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > 10 {
-		lines = lines[len(lines)-10:]
-	}
-	return "; its log (" + path + ") ends:\n  " + strings.Join(lines, "\n  ")
-}
-
-// isFUSE says whether dir is the root of a FUSE mount (not the empty
-// directory under it, which a failed mount would leave us measuring).
-func isFUSE(dir string) bool {
-	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && st.Type == unix.FUSE_SUPER_MAGIC && mounted(dir)
-}
-
-// mounted says whether something is mounted on dir: its device differs
-// from its parent's, or it can no longer be reached (a dead FUSE daemon).
-func mounted(dir string) bool {
-	var st, parent unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return errors.Is(err, unix.ENOTCONN)
-	}
-	if err := unix.Stat(filepath.Dir(dir), &parent); err != nil {
-		return false
-	}
-	return st.Dev != parent.Dev
-}
-
-func lazyUnmount(dir string) {
-	for _, prog := range []string{"fusermount3", "fusermount"} {
-		if exec.Command(prog, "-u", "-z", dir).Run() == nil {
-			return
-		}
-	}
-	_ = unix.Unmount(dir, unix.MNT_DETACH)
 }
 
 // dropLines writes what it is given to w, except lines containing a

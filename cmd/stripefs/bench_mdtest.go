@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -73,25 +69,8 @@ func benchMdtestCmd() *cobra.Command {
 	return cmd
 }
 
-// dneResult is the distributed-namespace target measurement.
-type dneResult struct {
-	Dirs            int                `json:"dirs"`
-	Rounds          int                `json:"rounds"`
-	LocalMkdir      float64            `json:"local_mkdir_per_s"`
-	RemoteMkdir     float64            `json:"remote_mkdir_per_s"`
-	Ratio           float64            `json:"remote_local_ratio"`
-	RoundRatios     []float64          `json:"remote_local_ratio_by_round"` // the spread within this run
-	RemoteSyncMkdir float64            `json:"remote_sync_mkdir_per_s"`
-	RemoteSyncRatio float64            `json:"remote_sync_local_ratio"`
-	Files           int                `json:"files_per_task"`
-	Procs           int                `json:"procs"`
-	OneMDT          map[string]float64 `json:"files_one_mdt_per_s"`
-	RoundRobin      map[string]float64 `json:"files_round_robin_per_s"`
-	DroppedCaches   bool               `json:"dropped_caches"`
-}
-
 func benchDNECmd() *cobra.Command {
-	var dirs, rounds, files, procs int
+	var cfg bench.DNEConfig
 	var asJSON bool
 	var plotFile string
 	cmd := &cobra.Command{
@@ -99,124 +78,39 @@ func benchDNECmd() *cobra.Command {
 		Short: "Remote vs local mkdir (and with remote_sync=1), and file metadata on one MDT vs round-robin, in one run",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			mnt, _ := cmd.Flags().GetString("mount")
-			mgs, err := mountMGS(mnt)
+			cfg.Mount, _ = cmd.Flags().GetString("mount")
+			mgs, err := mountMGS(cfg.Mount)
 			if err != nil {
 				return err
 			}
-			work, err := os.MkdirTemp(mnt, "dnebench.")
-			if err != nil {
+			cfg.SetRemoteSync = func(ctx context.Context, v string) error {
+				_, err := setMDTParam(ctx, mgs, "mdt.remote_sync", v)
 				return err
 			}
-			defer os.RemoveAll(work)
-			ctx := cmd.Context()
-			run := func(name string, c bench.MdtestConfig) (*bench.MdtestResult, error) {
-				c.Dir = filepath.Join(work, name)
-				c.Iterations = 1
-				return bench.Mdtest(ctx, c)
-			}
-			if dirs < 1 || rounds < 1 || files < 1 || procs < 1 {
-				return fmt.Errorf("--dirs, --rounds, --files and --procs must be at least 1")
-			}
-			res := dneResult{Dirs: dirs, Rounds: rounds, Files: files, Procs: procs}
-			// Local, remote and remote_sync mkdirs alternate in rounds of
-			// --dirs each, so the machine's noise falls on all three alike.
-			rate := map[string][2]float64{} // ops, seconds
-			for r := 0; r < rounds; r++ {
-				round := map[string]float64{} // ops/s
-				for _, k := range []struct {
-					name string
-					mdt  int
-					sync string
-				}{{"local", 0, ""}, {"remote", 1, ""}, {"remote-sync", 1, "1"}} {
-					if k.sync != "" {
-						if err := setRemoteSync(ctx, mgs, k.sync); err != nil {
-							return err
-						}
-					}
-					m, err := run(fmt.Sprintf("%s-%d", k.name, r), bench.MdtestConfig{Items: dirs, Procs: 1, DirsOnly: true, MDTIndex: k.mdt, TreeMDTIndex: 0})
-					if k.sync != "" {
-						if rerr := setRemoteSync(ctx, mgs, "0"); err == nil {
-							err = rerr
-						}
-					}
-					if err != nil {
-						return err
-					}
-					for _, p := range m.Phases {
-						if p.Phase == "directory creation" {
-							a := rate[k.name]
-							rate[k.name] = [2]float64{a[0] + float64(p.Ops), a[1] + p.Seconds}
-							round[k.name] = float64(p.Ops) / p.Seconds
-						}
-					}
-				}
-				res.RoundRatios = append(res.RoundRatios, round["remote"]/round["local"])
-			}
-			res.LocalMkdir = rate["local"][0] / rate["local"][1]
-			res.RemoteMkdir = rate["remote"][0] / rate["remote"][1]
-			res.RemoteSyncMkdir = rate["remote-sync"][0] / rate["remote-sync"][1]
-			res.Ratio = res.RemoteMkdir / res.LocalMkdir
-			res.RemoteSyncRatio = res.RemoteSyncMkdir / res.LocalMkdir
-			// Stat and removal start from cold client caches, so they
-			// compare the MDTs rather than the kernel's attribute cache.
-			drop := os.Geteuid() == 0
-			res.DroppedCaches = drop
-			one, err := run("one-mdt", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: 0, DropCaches: drop})
+			cfg.DropCaches = os.Geteuid() == 0
+			res, err := bench.DNE(cmd.Context(), cfg)
 			if err != nil {
 				return err
-			}
-			rr, err := run("round-robin", bench.MdtestConfig{Items: files, Procs: procs, Unique: true, FilesOnly: true, MDTIndex: -2, TreeMDTIndex: -1, DropCaches: drop})
-			if err != nil {
-				return err
-			}
-			res.OneMDT, res.RoundRobin = map[string]float64{}, map[string]float64{}
-			for _, p := range []string{"file creation", "file stat", "file removal"} {
-				res.OneMDT[p], res.RoundRobin[p] = one.Phase(p), rr.Phase(p)
 			}
 			if plotFile != "" {
-				title := fmt.Sprintf("dne: remote/local mkdir by round (%d directories each)", dirs)
+				title := fmt.Sprintf("dne: remote/local mkdir by round (%d directories each)", cfg.Dirs)
 				if err := bench.PlotSeries(plotFile, title, "remote / local", []string{"mkdir"}, [][]float64{res.RoundRatios}); err != nil {
 					return err
 				}
 			}
 			if asJSON {
-				return json.NewEncoder(os.Stdout).Encode(res)
+				return res.WriteJSON(os.Stdout)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "mkdir of %d subdirectories of a directory on mdt0, %d rounds\tops/s\tratio to local\n", dirs, rounds)
-			fmt.Fprintf(tw, "  children on mdt0 (local)\t%.0f\t1.00\n", res.LocalMkdir)
-			fmt.Fprintf(tw, "  children on mdt1 (remote)\t%.0f\t%.3f\n", res.RemoteMkdir, res.Ratio)
-			fmt.Fprintf(tw, "  children on mdt1, remote_sync=1\t%.0f\t%.3f\n", res.RemoteSyncMkdir, res.RemoteSyncRatio)
-			byRound := make([]string, len(res.RoundRatios))
-			for i, r := range res.RoundRatios {
-				byRound[i] = fmt.Sprintf("%.2f", r)
-			}
-			fmt.Fprintf(tw, "  remote/local by round\t\t%s\n", strings.Join(byRound, " "))
-			cold := ""
-			if res.DroppedCaches {
-				cold = ", stat and removal from cold caches"
-			}
-			fmt.Fprintf(tw, "files, %d tasks x %d, own directories%s\tone MDT\tround-robin\tratio\n", procs, files, cold)
-			for _, p := range []string{"file creation", "file stat", "file removal"} {
-				fmt.Fprintf(tw, "  %s\t%.0f\t%.0f\t%.2f\n", p, res.OneMDT[p], res.RoundRobin[p], res.RoundRobin[p]/res.OneMDT[p])
-			}
-			return tw.Flush()
+			return res.WriteTable(os.Stdout)
 		},
 	}
 	f := cmd.Flags()
 	f.String("mount", "", "a stripefs mount with at least 2 MDTs")
-	f.IntVar(&dirs, "dirs", 1000, "directories each round of the mkdir comparison creates, of each kind")
+	f.IntVar(&cfg.Dirs, "dirs", 1000, "directories each round of the mkdir comparison creates, of each kind")
 	f.StringVar(&plotFile, "plot", "", "also draw the remote/local mkdir ratio of each round in this file (.svg, .png or .pdf)")
-	f.IntVar(&rounds, "rounds", 5, "rounds of the mkdir comparison")
-	f.IntVar(&files, "files", 1000, "files per task for the file comparison")
-	f.IntVar(&procs, "procs", 4, "tasks for the file comparison")
+	f.IntVar(&cfg.Rounds, "rounds", 5, "rounds of the mkdir comparison")
+	f.IntVar(&cfg.Files, "files", 1000, "files per task for the file comparison")
+	f.IntVar(&cfg.Procs, "procs", 4, "tasks for the file comparison")
 	f.BoolVar(&asJSON, "json", false, "one JSON object")
 	return cmd
-}
-
-// setRemoteSync sets mdt.remote_sync on every MDT.
-func setRemoteSync(ctx context.Context, mgs, v string) error {
-	_, err := setMDTParam(ctx, mgs, "mdt.remote_sync", v)
-	return err
 }
