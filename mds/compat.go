@@ -307,28 +307,28 @@ func recordFromV5(b []byte, inodeOf func([]byte) (*inode, error)) (*dtx.Record, 
 
 // upgradeFormat rewrites a database of formats 2 to 5 in the current
 // format, in one synced batch, and marks a new database as current.
-func (m *MDT) upgradeFormat() error {
+func (s *store) upgradeFormat() error {
 	from := uint32(2)
-	v, closer, err := m.db.Get(keyFormat)
+	v, closer, err := s.db.Get(keyFormat)
 	if err == nil {
 		var f struct{ Format uint32 }
 		err := wire.Unmarshal(v, &f)
 		closer.Close()
 		if err != nil {
-			return fmt.Errorf("mdt%d: corrupt format record: %w", m.cfg.Index, err)
+			return fmt.Errorf("mdt%d: corrupt format record: %w", s.index, err)
 		}
 		if f.Format == dbFormat {
 			return nil
 		}
 		if f.Format < 3 || f.Format > dbFormat {
-			return fmt.Errorf("mdt%d: database format %d, this version reads formats 2 to %d", m.cfg.Index, f.Format, dbFormat)
+			return fmt.Errorf("mdt%d: database format %d, this version reads formats 2 to %d", s.index, f.Format, dbFormat)
 		}
 		from = f.Format
 	} else if !errors.Is(err, pebble.ErrNotFound) {
-		return fmt.Errorf("mdt%d: read format: %w", m.cfg.Index, err)
+		return fmt.Errorf("mdt%d: read format: %w", s.index, err)
 	}
 	inodeOf := map[uint32]func([]byte) (*inode, error){2: inodeFromV2, 3: inodeFromV3, 4: inodeFromV4, 5: inodeFromV5}[from]
-	b := m.db.NewBatch()
+	b := s.db.NewBatch()
 	defer b.Close()
 	var counts [3]int
 	for i, kind := range []struct {
@@ -358,47 +358,47 @@ func (m *MDT) upgradeFormat() error {
 			return rec.Marshal(), nil
 		}},
 	} {
-		it, err := m.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kind.prefix}, UpperBound: []byte{kind.prefix + 1}})
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{kind.prefix}, UpperBound: []byte{kind.prefix + 1}})
 		if err != nil {
-			return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
+			return fmt.Errorf("mdt%d: upgrade: %w", s.index, err)
 		}
 		for ok := it.First(); ok; ok = it.Next() {
 			nv, err := kind.convert(it.Value())
 			if err != nil {
 				it.Close()
-				return fmt.Errorf("mdt%d: upgrade: %s %x: %w", m.cfg.Index, kind.what, it.Key(), err)
+				return fmt.Errorf("mdt%d: upgrade: %s %x: %w", s.index, kind.what, it.Key(), err)
 			}
 			b.Set(it.Key(), nv, nil)
 			counts[i]++
 		}
 		if err := it.Close(); err != nil {
-			return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
+			return fmt.Errorf("mdt%d: upgrade: %w", s.index, err)
 		}
 	}
-	if err := m.upgradeConfig(b, from); err != nil {
+	if err := s.upgradeConfig(b, from); err != nil {
 		return err
 	}
 	b.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat}), nil)
-	if err := m.write(b, pebble.Sync); err != nil {
-		return fmt.Errorf("mdt%d: upgrade: %w", m.cfg.Index, err)
+	if err := s.write(b, pebble.Sync); err != nil {
+		return fmt.Errorf("mdt%d: upgrade: %w", s.index, err)
 	}
 	if counts != [3]int{} {
-		m.logf(slog.LevelInfo, "database upgraded from format %d to %d: %d inodes, %d entries, %d update-log records", from, dbFormat, counts[0], counts[1], counts[2])
+		s.logf(slog.LevelInfo, "database upgraded from format %d to %d: %d inodes, %d entries, %d update-log records", from, dbFormat, counts[0], counts[1], counts[2])
 	}
 	return nil
 }
 
 // upgradeConfig rewrites a cluster map of format from, if there is one,
 // in b: the layouts of formats 2 to 4 lack fields.
-func (m *MDT) upgradeConfig(b *pebble.Batch, from uint32) error {
+func (s *store) upgradeConfig(b *pebble.Batch, from uint32) error {
 	if from >= 5 {
 		return nil
 	}
-	v, closer, err := m.db.Get(keyConfig)
+	v, closer, err := s.db.Get(keyConfig)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
+		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", s.index, err)
 	}
 	defer closer.Close()
 	var cfg proto.Config
@@ -412,7 +412,7 @@ func (m *MDT) upgradeConfig(b *pebble.Batch, from uint32) error {
 		cfg = proto.Config{FSName: old.FSName, MDTs: old.MDTs, OSTs: old.OSTs, Default: old.Default.current()}
 	}
 	if err != nil {
-		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", m.cfg.Index, err)
+		return fmt.Errorf("mdt%d: upgrade: cluster map: %w", s.index, err)
 	}
 	b.Set(keyConfig, encode(&cfg), nil)
 	return nil

@@ -64,8 +64,8 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	if err := db.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat + 1}), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	m = &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
-	if err := m.upgradeFormat(); err == nil {
+	s := &store{db: db, guard: storeguard.New("mdt0")}
+	if err := s.upgradeFormat(); err == nil {
 		t.Fatal("a newer format was accepted")
 	}
 }
@@ -247,7 +247,7 @@ func stored[T any](t *testing.T, db *pebble.DB, key []byte) T {
 // marker): inodes in their old form, a directory entry, an update-log
 // record and a cluster map; then opens the upgrade twice (the second
 // finds the marker) and checks the entry.
-func upgradeOld[I, C any](t *testing.T, db *pebble.DB, format uint32, rec dtx.Record, cfg C, inodes map[proto.FID]I) *MDT {
+func upgradeOld[I, C any](t *testing.T, db *pebble.DB, format uint32, rec dtx.Record, cfg C, inodes map[proto.FID]I) *store {
 	t.Helper()
 	b := db.NewBatch()
 	for fid, n := range inodes {
@@ -263,7 +263,7 @@ func upgradeOld[I, C any](t *testing.T, db *pebble.DB, format uint32, rec dtx.Re
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	m := &MDT{cfg: Config{Index: 0}, db: db, guard: storeguard.New("mdt0")}
+	m := &store{db: db, guard: storeguard.New("mdt0")}
 	for pass := 0; pass < 2; pass++ {
 		if err := m.upgradeFormat(); err != nil {
 			t.Fatal(err)

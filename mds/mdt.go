@@ -2,7 +2,29 @@
 // the files whose FIDs it owns, kept in a Pebble database, and the first
 // bytes of those whose layout keeps them on the MDT (Data-on-MDT, dom.go:
 // an object store of package ost's kind beside the database, served on
-// the MDT's connection). MDT0 also serves the cluster map (the MGS role).
+// the MDT's connection).
+//
+// Its parts, by file:
+//   - the database (store.go): keys (keys.go), stored records as
+//     protocol buffers (records.go), their format and its conversion
+//     (compat.go), failures (storefail.go);
+//   - the namespace handlers (ops.go, xattr.go, layout_intent.go,
+//     dirlayout.go) over the inode type (inode.go), under m.mu, and the
+//     permission checks (perm.go, acl.go);
+//   - the distributed namespace (dne*.go, mkdir_async.go, stripedir.go,
+//     xmdt.go, fidreserve.go, the held update-log records in
+//     recindex.go, and what a group commit must cover first in deps.go):
+//     what to do is decided by package dtx, sending and storing it is
+//     here;
+//   - clients, replay and recovery (clients.go, resend.go, evict.go, with
+//     package recovery deciding), locks (locks.go over package lockd),
+//     quota (quota.go), space (space.go), nodemaps (nodemaps.go) and the
+//     fsck scans (fsck.go);
+//   - MDT0 also runs the management service (package mgs) over its
+//     database (mgs_store.go).
+//
+// Test hold points are the hooks interface (hooks.go), empty in
+// production.
 package mds
 
 import (
@@ -96,11 +118,8 @@ const DefaultCacheSize = 256 << 20
 // MDT is one running metadata target.
 type MDT struct {
 	cfg Config
-	db  *pebble.DB
-	// guard turns a failure of db into errnos and a read-only MDT until
-	// its runner reopens it (storefail.go).
-	guard *storeguard.Guard
-	Srv   *rpc.Server
+	store
+	Srv *rpc.Server
 
 	// mu serialises namespace changes. Reads go to Pebble without it.
 	mu  sync.Mutex
@@ -239,7 +258,7 @@ func Open(cfg Config) (*MDT, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
-	m := &MDT{cfg: cfg, db: db, guard: guard, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, filesetSeen: map[filesetKey]time.Time{}, stop: make(chan struct{}),
+	m := &MDT{cfg: cfg, store: store{db: db, guard: guard, index: cfg.Index}, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, filesetSeen: map[filesetKey]time.Time{}, stop: make(chan struct{}),
 		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
 		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
 	m.remoteSync.Store(cfg.RemoteSync)
@@ -491,25 +510,6 @@ func (m *MDT) commit(b *pebble.Batch, sync bool) error {
 	return nil
 }
 
-func (m *MDT) getInode(f proto.FID) (*inode, error) {
-	if f.MDT() != m.cfg.Index {
-		return nil, fmt.Errorf("mdt%d: %s belongs to mdt%d: %w", m.cfg.Index, f, f.MDT(), syscall.EXDEV)
-	}
-	v, closer, err := m.db.Get(inodeKey(f))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, &missingInode{m.cfg.Index, f}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mdt%d: inode %s: %v: %w", m.cfg.Index, f, err, syscall.EIO)
-	}
-	defer closer.Close()
-	n := new(inode)
-	if err := unmarshalInode(v, n); err != nil {
-		return nil, fmt.Errorf("mdt%d: inode %s corrupt: %v: %w", m.cfg.Index, f, err, syscall.EIO)
-	}
-	return n, nil
-}
-
 func (m *MDT) getDir(f proto.FID) (*inode, error) {
 	n, err := m.getInode(f)
 	if err != nil {
@@ -519,22 +519,6 @@ func (m *MDT) getDir(f proto.FID) (*inode, error) {
 		return nil, fmt.Errorf("mdt%d: %s: %w", m.cfg.Index, f, syscall.ENOTDIR)
 	}
 	return n, nil
-}
-
-func (m *MDT) getDirent(dir proto.FID, name string) (*dirent, error) {
-	v, closer, err := m.db.Get(direntKey(dir, name))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, fmt.Errorf("mdt%d: %s/%q: %w", m.cfg.Index, dir, name, syscall.ENOENT)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mdt%d: %s/%q: %v: %w", m.cfg.Index, dir, name, err, syscall.EIO)
-	}
-	defer closer.Close()
-	d := new(dirent)
-	if err := unmarshalDirent(v, d); err != nil {
-		return nil, fmt.Errorf("mdt%d: dirent %s/%q corrupt: %v: %w", m.cfg.Index, dir, name, err, syscall.EIO)
-	}
-	return d, nil
 }
 
 // allocFID hands out the next FID and records the allocator's position in
@@ -640,10 +624,6 @@ func (m *MDT) newInode(b *pebble.Batch, n *inode) {
 	m.inodes.Add(1)
 	m.quotaCharge(b, n)
 	m.putInode(b, n)
-}
-
-func (m *MDT) putInode(b *pebble.Batch, n *inode) {
-	b.Set(inodeKey(n.Attr.FID), n.marshal(), nil)
 }
 
 // deleteInode removes an inode and its xattrs. The xattrs go key by key:
