@@ -6,8 +6,6 @@ package proto
 import (
 	"encoding/binary"
 	"fmt"
-
-	"github.com/stripefs/stripefs/wire"
 )
 
 // FID is a 128-bit file identifier, as in Lustre: a sequence, an object id
@@ -94,16 +92,3 @@ func (f FID) IsStripedDir() bool { return f.Seq&MaxLocalSeq == StripedSeqLocal }
 
 // IsDirStripe reports whether f is one stripe of a striped directory.
 func (f FID) IsDirStripe() bool { return f.Seq&MaxLocalSeq == StripeSeqLocal }
-
-// AppendFID appends f as wire.Marshal encodes it, for the hand-written
-// codecs of the types that hold FIDs (an MDT's inodes and update records).
-func AppendFID(b []byte, f FID) []byte {
-	b = binary.LittleEndian.AppendUint64(b, f.Seq)
-	b = binary.LittleEndian.AppendUint32(b, f.Oid)
-	return binary.LittleEndian.AppendUint32(b, f.Ver)
-}
-
-// ReadFID reads a FID as wire.Unmarshal decodes it.
-func ReadFID(w *wire.Reader) FID {
-	return FID{Seq: w.Uint64(), Oid: w.Uint32(), Ver: w.Uint32()}
-}

@@ -26,25 +26,8 @@ const MaxLen = 16 << 20
 // ErrShort reports a message that ends before its fields do.
 var ErrShort = errors.New("wire: message truncated")
 
-// Appender is a type that encodes itself, byte for byte as Marshal would
-// by reflection, where the speed counts (an MDT's update records, encoded
-// and decoded several times per remote mkdir). Its tests must compare
-// the two encodings.
-type Appender interface {
-	AppendWire(b []byte) []byte
-}
-
-// Unmarshaler is Appender's other half: it reads its fields from r in
-// Unmarshal's order and with its checks.
-type Unmarshaler interface {
-	UnmarshalWire(r *Reader)
-}
-
 // Marshal appends the encoding of v (a struct or pointer to one) to buf.
 func Marshal(buf []byte, v any) []byte {
-	if a, ok := v.(Appender); ok {
-		return a.AppendWire(buf)
-	}
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()
@@ -61,13 +44,7 @@ func Unmarshal(b []byte, v any) error {
 		return fmt.Errorf("wire: unmarshal into non-pointer %T", v)
 	}
 	d := decoder{b: b}
-	if u, ok := v.(Unmarshaler); ok {
-		r := Reader{d}
-		u.UnmarshalWire(&r)
-		d = r.d
-	} else {
-		d.decode(rv.Elem())
-	}
+	d.decode(rv.Elem())
 	if d.err != nil {
 		return fmt.Errorf("wire: decode %T: %w", v, d.err)
 	}
@@ -302,73 +279,3 @@ func (d *decoder) decode(v reflect.Value) {
 		d.err = fmt.Errorf("cannot decode %s", v.Type())
 	}
 }
-
-// AppendLen appends a string's, byte slice's or slice's length.
-func AppendLen(b []byte, n int) []byte { return binary.AppendUvarint(b, uint64(n)) }
-
-// AppendString appends s as Marshal encodes a string.
-func AppendString(b []byte, s string) []byte { return append(AppendLen(b, len(s)), s...) }
-
-// AppendBytes appends p as Marshal encodes a byte slice.
-func AppendBytes(b []byte, p []byte) []byte { return append(AppendLen(b, len(p)), p...) }
-
-// Reader reads an encoding field by field for an Unmarshaler, with
-// Unmarshal's checks. The first error sticks: every later read gives a
-// zero value, and Unmarshal reports the error.
-type Reader struct{ d decoder }
-
-func (r *Reader) Uint32() uint32 {
-	if p := r.d.take(4); p != nil {
-		return binary.LittleEndian.Uint32(p)
-	}
-	return 0
-}
-
-func (r *Reader) Uint64() uint64 {
-	if p := r.d.take(8); p != nil {
-		return binary.LittleEndian.Uint64(p)
-	}
-	return 0
-}
-
-func (r *Reader) Uint16() uint16 {
-	if p := r.d.take(2); p != nil {
-		return binary.LittleEndian.Uint16(p)
-	}
-	return 0
-}
-
-func (r *Reader) Bool() bool {
-	p := r.d.take(1)
-	if p == nil {
-		return false
-	}
-	if p[0] > 1 {
-		r.d.err = fmt.Errorf("bad bool %d", p[0])
-		return false
-	}
-	return p[0] == 1
-}
-
-func (r *Reader) Int32() int32 { return int32(r.Uint32()) }
-func (r *Reader) Int64() int64 { return int64(r.Uint64()) }
-
-// Raw reads a string or byte slice without copying it: the bytes are the
-// input's, valid while it is.
-func (r *Reader) Raw() []byte {
-	n := r.d.length(1)
-	return r.d.take(n)
-}
-
-func (r *Reader) String() string { return string(r.Raw()) }
-
-// Bytes reads a byte slice, copied; empty decodes as nil.
-func (r *Reader) Bytes() []byte {
-	if p := r.Raw(); len(p) > 0 {
-		return append([]byte(nil), p...)
-	}
-	return nil
-}
-
-// Len reads a slice's element count.
-func (r *Reader) Len() int { return r.d.length(1) }
