@@ -18,12 +18,8 @@ import (
 // every record in the current form, once.
 func TestUpgradeFromFormat2(t *testing.T) {
 	mem := vfs.NewMem()
-	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
-	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	db := memDB(t, mem)
+	fileFID, dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}, proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
 	lay := layoutV2{StripeSize: 1 << 20, StripeCount: 2, FirstOST: 1, OSTs: []uint32{1, 2}}
 	file := inodeV2{Attr: attrV2{FID: fileFID, Mode: sIFREG | 0o644, Nlink: 1, Size: 12345, Layout: lay}}
 	dir := inodeV2{Attr: attrV2{FID: dirFID, Mode: sIFDIR | 0o755, Nlink: 2}, Parent: proto.RootFID,
@@ -56,10 +52,7 @@ func TestUpgradeFromFormat2(t *testing.T) {
 	db.Close()
 
 	// A database marked with a newer format is refused, not misread.
-	db, err = pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db = memDB(t, mem)
 	defer db.Close()
 	if err := db.Set(keyFormat, encode(&struct{ Format uint32 }{dbFormat + 1}), pebble.Sync); err != nil {
 		t.Fatal(err)
@@ -75,14 +68,9 @@ func TestUpgradeFromFormat2(t *testing.T) {
 // value and a request's xid, and checks that opening it rewrites the
 // inodes and only them.
 func TestUpgradeFromFormat3(t *testing.T) {
-	mem := vfs.NewMem()
-	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := memDB(t, vfs.NewMem())
 	defer db.Close()
-	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
-	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	fileFID, dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}, proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
 	lay := layoutV3{StripeSize: 1 << 20, StripeCount: 6, FirstOST: 0, OSTs: []uint32{0, 1, 2, 3, 4, 5}, ECData: 4, ECParity: 2}
 	file := inodeV3{Attr: attrV3{FID: fileFID, Mode: sIFREG | 0o640, Nlink: 1, Uid: 7, Size: 4321, Layout: lay}}
 	dir := inodeV3{Attr: attrV3{FID: dirFID, Mode: sIFDIR | 0o2775, Nlink: 2}, Parent: proto.RootFID,
@@ -123,14 +111,9 @@ func TestUpgradeFromFormat3(t *testing.T) {
 // without components) and checks that the ACLs and layouts survive the
 // rewrite and the cluster map is readable after it.
 func TestUpgradeFromFormat4(t *testing.T) {
-	mem := vfs.NewMem()
-	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := memDB(t, vfs.NewMem())
 	defer db.Close()
-	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
-	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	fileFID, dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}, proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
 	lay := layoutV3{StripeSize: 1 << 20, StripeCount: 2, FirstOST: 1, OSTs: []uint32{1, 2}}
 	file := inodeV4{Attr: attrV4{FID: fileFID, Mode: sIFREG | 0o640, Nlink: 1, Size: 99, Layout: lay, ACL: "file-acl"}}
 	dir := inodeV4{Attr: attrV4{FID: dirFID, Mode: sIFDIR | 0o755, Nlink: 2, ACL: "dir-acl"}, Parent: proto.RootFID,
@@ -159,6 +142,16 @@ func TestUpgradeFromFormat4(t *testing.T) {
 	}
 }
 
+// memDB opens an MDT database on mem, as a test's "disk".
+func memDB(t *testing.T, mem vfs.FS) *pebble.DB {
+	t.Helper()
+	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // storedRecord reads the update-log record at key of db.
 func storedRecord(t *testing.T, db *pebble.DB, key []byte) dtx.Record {
 	t.Helper()
@@ -179,14 +172,9 @@ func storedRecord(t *testing.T, db *pebble.DB, key []byte) dtx.Record {
 // components, the ACLs and the update-log record's inode come through
 // the move to protocol buffers.
 func TestUpgradeFromFormat5(t *testing.T) {
-	mem := vfs.NewMem()
-	db, err := pebble.Open("/mdt0/db", &pebble.Options{FS: mem, Logger: storeguard.New("test").Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := memDB(t, vfs.NewMem())
 	defer db.Close()
-	fileFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}
-	dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
+	fileFID, dirFID := proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 7}, proto.FID{Seq: proto.MDTSeq(0, 2), Oid: 8}
 	lay := layoutV5{StripeSize: 65536, StripeCount: 1, FirstOST: -1, Comps: []compV5{
 		{Start: 0, End: 1 << 20, StripeSize: 65536, StripeCount: 1, FirstOST: 2, Base: 0, Inst: true},
 		{Start: 1 << 20, End: proto.ExtentEOF, StripeSize: 1 << 20, StripeCount: 4, FirstOST: -1, ECData: 2, ECParity: 1, Base: 1}}}

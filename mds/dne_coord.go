@@ -94,8 +94,22 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 	if m.applied(rec.ID) {
 		return res, nil // a participant's recovery already redid our part
 	}
+	p, err := m.commitOwnPart(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	res.attrs = append(res.attrs, p.attrs...)
+	res.destroy = append(res.destroy, p.destroy...)
+	res.own = p.inodes
+	return res, nil
+}
+
+// commitOwnPart applies and commits this MDT's part of rec, which it
+// coordinates, and keeps the record for the sweeper. known are inodes
+// read under this hold of m.mu (applyPart). m.mu is held.
+func (m *MDT) commitOwnPart(ctx context.Context, rec *dtx.Record, known ...*inode) (*part, error) {
 	b := m.newBatch(ctx)
-	p, err := m.applyPart(b, rec, nil, false, false)
+	p, err := m.applyPart(b, rec, nil, false, false, known...)
 	if err != nil {
 		m.discard(b)
 		return nil, err
@@ -105,10 +119,7 @@ func (m *MDT) runTxn(ctx context.Context, rec *dtx.Record, check string) (*txnRe
 	}
 	m.recs.keep(rec) // for the sweeper
 	m.ctr.dtxPending.Add(1)
-	res.attrs = append(res.attrs, p.attrs...)
-	res.destroy = append(res.destroy, p.destroy...)
-	res.own = p.inodes
-	return res, nil
+	return p, nil
 }
 
 // noteCaller adds to rec that the client request of ctx is done

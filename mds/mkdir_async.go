@@ -145,18 +145,11 @@ func (m *MDT) remoteMkdirAsync(ctx context.Context, r *proto.MkdirReq, dir *inod
 	// for the next group commit rather than the reply for a sync.
 	noteCaller(ctx, rec)
 	gen, wait := m.durableAfter(rec)
-	b := m.newBatch(ctx)
-	p, err := m.applyPart(b, rec, nil, false, false, known...)
+	p, err := m.commitOwnPart(ctx, rec, known...)
 	if err != nil {
-		m.discard(b)
 		return nil, err
 	}
-	if err := m.commitTxn(b); err != nil {
-		return nil, err
-	}
-	m.recs.keep(rec) // for the sweeper
 	m.ctr.dtxStarted.Add(1)
-	m.ctr.dtxPending.Add(1)
 	m.grants.async.Add(1)
 	m.grants.pushMu.Lock()
 	m.grants.unpushed[fid] = loggedRec{rec, p.logged}
