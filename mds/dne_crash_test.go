@@ -909,9 +909,9 @@ func TestFIDPoolRefillsAhead(t *testing.T) {
 		}
 	}
 	pool := func() int {
-		p.mdt[0].poolMu.Lock()
-		defer p.mdt[0].poolMu.Unlock()
-		return len(p.mdt[0].fidPool[poolKey{1, proto.FIDPlain}])
+		p.mdt[0].pools.mu.Lock()
+		defer p.mdt[0].pools.mu.Unlock()
+		return len(p.mdt[0].pools.fids[poolKey{1, proto.FIDPlain}])
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for pool() < block {

@@ -6,6 +6,7 @@ package mds
 import (
 	"context"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,11 +27,47 @@ func (m *MDT) untilStop(parent context.Context) (context.Context, context.Cancel
 	return ctx, cancel
 }
 
-// peer returns a connection to another MDT.
+// peerSet is an MDT's connections to the other MDTs, made on first use
+// and kept until it closes.
+type peerSet struct {
+	mu    sync.Mutex
+	conns map[uint32]*rpc.Client
+}
+
+func (s *peerSet) get(idx uint32) *rpc.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns[idx]
+}
+
+// add keeps c for idx, unless another caller made one meanwhile: that one
+// is returned, and c closed.
+func (s *peerSet) add(idx uint32, c *rpc.Client) *rpc.Client {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if have := s.conns[idx]; have != nil {
+		c.Close()
+		return have
+	}
+	if s.conns == nil {
+		s.conns = map[uint32]*rpc.Client{}
+	}
+	s.conns[idx] = c
+	return c
+}
+
+func (s *peerSet) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// peer returns a connection to another MDT. The cluster map is read
+// without the set's lock: on MDTs other than 0 that may be an RPC.
 func (m *MDT) peer(ctx context.Context, idx uint32) (*rpc.Client, error) {
-	m.peerMu.Lock()
-	defer m.peerMu.Unlock()
-	if c := m.peers[idx]; c != nil {
+	if c := m.peers.get(idx); c != nil {
 		return c, nil
 	}
 	cfg, err := m.config(ctx)
@@ -43,8 +80,7 @@ func (m *MDT) peer(ctx context.Context, idx uint32) (*rpc.Client, error) {
 			c.Role = rpc.RoleServer
 			c.RetryFor = 30 * time.Second
 			c.Direct = true // a peer in this process (stripefs up) runs our calls in our goroutine
-			m.peers[idx] = c
-			return c, nil
+			return m.peers.add(idx, c), nil
 		}
 	}
 	return nil, fmt.Errorf("mdt%d: mdt%d is not in the cluster map: %w", m.cfg.Index, idx, syscall.EIO)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -144,9 +145,7 @@ func (m *MDT) takeFID(ctx context.Context, mdt uint32, kind uint8) (proto.FID, e
 	if err != nil {
 		return proto.FID{}, err
 	}
-	m.poolMu.Lock()
-	m.fidPool[k] = append(m.fidPool[k], fids[1:]...)
-	m.poolMu.Unlock()
+	m.pools.add(k, fids[1:], false)
 	return fids[0], nil
 }
 
@@ -154,35 +153,67 @@ func (m *MDT) takeFID(ctx context.Context, mdt uint32, kind uint8) (proto.FID, e
 // when it is empty.
 func (m *MDT) pooledFID(mdt uint32, kind uint8) (proto.FID, bool) {
 	k := poolKey{mdt, kind}
-	m.poolMu.Lock()
-	defer m.poolMu.Unlock()
-	p := m.fidPool[k]
-	if len(p) == 0 {
-		return proto.FID{}, false
-	}
-	f := p[0]
-	m.fidPool[k] = p[1:]
 	// Only another MDT's pool is refilled ahead: that costs a round
 	// trip (and touches no local state, so it may outlive this MDT).
-	if mdt != uint32(m.cfg.Index) && len(p)-1 < int(fidBlock(kind)/4) && !m.refilling[k] {
-		m.refilling[k] = true
+	low := -1
+	if mdt != uint32(m.cfg.Index) {
+		low = int(fidBlock(kind) / 4)
+	}
+	f, ok, refill := m.pools.take(k, low)
+	if refill {
 		go m.refill(k)
 	}
-	return f, true
+	return f, ok
 }
 
 // refill adds a block to the pool of k in the background.
 func (m *MDT) refill(k poolKey) {
 	ctx, cancel := m.untilStop(context.Background())
 	defer cancel()
-	fids, err := m.reserveBlock(ctx, k)
-	m.poolMu.Lock()
-	defer m.poolMu.Unlock()
-	m.refilling[k] = false
-	if err != nil {
-		return // the next take that finds the pool empty reserves, and reports
+	fids, _ := m.reserveBlock(ctx, k) // on failure, the next take that finds the pool empty reserves, and reports
+	m.pools.add(k, fids, true)
+}
+
+// fidPools are the FIDs other MDTs (and this one) reserved for this
+// MDT's operations, by MDT and kind, under their own lock.
+type fidPools struct {
+	mu        sync.Mutex
+	fids      map[poolKey][]proto.FID
+	refilling map[poolKey]bool // a background refill of that pool is on its way
+}
+
+// take returns the first FID of k's pool, if it has one. refill says the
+// caller is to refill the pool in the background: fewer than low are
+// left (low < 0: never) and no refill is on its way.
+func (p *fidPools) take(k poolKey, low int) (f proto.FID, ok, refill bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pool := p.fids[k]
+	if len(pool) == 0 {
+		return proto.FID{}, false, false
 	}
-	m.fidPool[k] = append(m.fidPool[k], fids...)
+	f, p.fids[k] = pool[0], pool[1:]
+	if len(pool)-1 < low && !p.refilling[k] {
+		if p.refilling == nil {
+			p.refilling = map[poolKey]bool{}
+		}
+		p.refilling[k] = true
+		refill = true
+	}
+	return f, true, refill
+}
+
+// add puts fids in k's pool; refilled ends the refill under way.
+func (p *fidPools) add(k poolKey, fids []proto.FID, refilled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if refilled {
+		delete(p.refilling, k)
+	}
+	if p.fids == nil {
+		p.fids = map[poolKey][]proto.FID{}
+	}
+	p.fids[k] = append(p.fids[k], fids...)
 }
 
 // reserveBlock reserves a block of FIDs of k's kind on k's MDT.

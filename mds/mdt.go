@@ -165,8 +165,7 @@ type MDT struct {
 	lastAsk    time.Time
 	hooks      hooks // cfg.hooks, or none
 	remoteSync atomic.Bool
-	peerMu     sync.Mutex
-	peers      map[uint32]*rpc.Client
+	peers      peerSet       // dne_peers.go
 	recovered  chan struct{} // closed when start-up recovery is over
 	grants     grants        // mkdir_async.go
 	// fresh holds the keys of inodes and entries created since the WAL
@@ -178,11 +177,9 @@ type MDT struct {
 	// covers: everything marked fresh below it is on disk (deps.go).
 	durableGen atomic.Uint64
 	// Striped directories (stripedir.go).
-	frozen    map[proto.FID]time.Time // stripes held empty for a striped rmdir, until; guarded by mu
-	poolMu    sync.Mutex
-	fidPool   map[poolKey][]proto.FID // FIDs other MDTs reserved for this one's mkdirs there (fidreserve.go)
-	refilling map[poolKey]bool        // a background refill of that pool is on its way
-	ctr       struct {
+	frozen map[proto.FID]time.Time // stripes held empty for a striped rmdir, until; guarded by mu
+	pools  fidPools                // FIDs other MDTs reserved for this one's mkdirs there (fidreserve.go)
+	ctr    struct {
 		remoteSyncCommits, dtxStarted, dtxRedone, dtxCancelled, dtxPending, resends, dtxDepSyncs atomic.Int64
 	}
 
@@ -259,8 +256,8 @@ func Open(cfg Config) (*MDT, error) {
 		return nil, fmt.Errorf("mdt%d: open %s: %w", cfg.Index, dir, err)
 	}
 	m := &MDT{cfg: cfg, store: store{db: db, guard: guard, index: cfg.Index}, opens: map[proto.FID]int{}, writers: map[writerKey]int{}, filesetSeen: map[filesetKey]time.Time{}, stop: make(chan struct{}),
-		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, peers: map[uint32]*rpc.Client{}, fresh: map[string]uint64{},
-		frozen: map[proto.FID]time.Time{}, fidPool: map[poolKey][]proto.FID{}, refilling: map[poolKey]bool{}}
+		pending: map[string]struct{}{}, running: map[dtx.OpID]struct{}{}, fresh: map[string]uint64{},
+		frozen: map[proto.FID]time.Time{}}
 	m.remoteSync.Store(cfg.RemoteSync)
 	if m.hooks = cfg.hooks; m.hooks == nil {
 		m.hooks = noHooks{}
@@ -451,11 +448,7 @@ func (m *MDT) Close() error {
 	if m.mgsClient != nil {
 		m.mgsClient.Close()
 	}
-	m.peerMu.Lock()
-	for _, c := range m.peers {
-		c.Close()
-	}
-	m.peerMu.Unlock()
+	m.peers.close()
 	if m.guard.Err() != nil {
 		m.abandonStore()
 		return nil
