@@ -433,9 +433,7 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 	if err != nil {
 		return nil, err
 	}
-	if _, err := m.getDirent(r.Parent, r.Name); err == nil {
-		return nil, m.errorf("mkdir", r.Name, syscall.EEXIST)
-	} else if !errors.Is(err, syscall.ENOENT) {
+	if err := m.nameFree(r.Parent, r.Name, "mkdir"); err != nil {
 		return nil, err
 	}
 	if _, busy := m.pending[string(direntKey(r.Parent, r.Name))]; busy {
@@ -495,6 +493,16 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr}, nil
 }
 
+// nameFree says whether dir has no entry name (EEXIST for op if it has).
+func (m *MDT) nameFree(dir proto.FID, name, op string) error {
+	if _, err := m.getDirent(dir, name); err == nil {
+		return m.errorf(op, name, syscall.EEXIST)
+	} else if !errors.Is(err, syscall.ENOENT) {
+		return err
+	}
+	return nil
+}
+
 func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 	if len(r.Target) == 0 || len(r.Target) >= 4096 {
 		return nil, m.errorf("symlink", r.Name, syscall.ENAMETOOLONG)
@@ -508,9 +516,7 @@ func (m *MDT) symlink(ctx context.Context, r *proto.SymlinkReq) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := m.getDirent(r.Parent, r.Name); err == nil {
-		return nil, m.errorf("symlink", r.Name, syscall.EEXIST)
-	} else if !errors.Is(err, syscall.ENOENT) {
+	if err := m.nameFree(r.Parent, r.Name, "symlink"); err != nil {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
@@ -916,9 +922,7 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 		return nil, err
 	}
 	if r.FID.MDT() != m.cfg.Index {
-		if _, err := m.getDirent(r.Parent, r.Name); err == nil {
-			return nil, m.errorf("link", r.Name, syscall.EEXIST)
-		} else if !errors.Is(err, syscall.ENOENT) {
+		if err := m.nameFree(r.Parent, r.Name, "link"); err != nil {
 			return nil, err
 		}
 		id, err := m.startOp(r.Parent, r.Name)
@@ -942,9 +946,7 @@ func (m *MDT) link(ctx context.Context, r *proto.LinkReq) (any, error) {
 	if n.Attr.Nlink >= 65000 {
 		return nil, m.errorf("link", r.Name, syscall.EMLINK)
 	}
-	if _, err := m.getDirent(r.Parent, r.Name); err == nil {
-		return nil, m.errorf("link", r.Name, syscall.EEXIST)
-	} else if !errors.Is(err, syscall.ENOENT) {
+	if err := m.nameFree(r.Parent, r.Name, "link"); err != nil {
 		return nil, err
 	}
 	b := m.newBatch(ctx)
