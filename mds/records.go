@@ -62,7 +62,7 @@ func (n *inode) marshal() []byte {
 	if d := n.DefDir; d != (DirLayout{}) {
 		p.DefDir = &recordpb.DirLayout{Set: d.Set, Index: d.Index, Count: d.Count}
 	}
-	b, err := gproto.MarshalOptions{}.MarshalAppend(make([]byte, 0, gproto.Size(p)), p)
+	b, err := gproto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, gproto.Size(p)), p) // Size cached the sizes
 	if err != nil {
 		panic(fmt.Sprintf("mds: marshal inode %v: %v", a.FID, err)) // only invalid UTF-8 in a string field fails; it has none
 	}

@@ -24,7 +24,7 @@ func (r *Record) Marshal() []byte {
 			Mode: u.Mode, Delta: u.Delta, Time: u.Time, Inode: u.Inode}
 		p.Updates[i] = &us[i]
 	}
-	b, err := gproto.MarshalOptions{}.MarshalAppend(make([]byte, 0, gproto.Size(p)), p)
+	b, err := gproto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, gproto.Size(p)), p) // Size cached the sizes
 	if err != nil {
 		// Only a string field that is not UTF-8 fails: Op and Kind are
 		// this package's constants.
