@@ -77,10 +77,12 @@ install: build
 	-systemctl daemon-reload 2>/dev/null
 
 # The stored records' schema (internal/recordpb): run after editing
-# records.proto; needs protoc (apt-get install protobuf-compiler) and
-# protoc-gen-go (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).
+# records.proto; needs protoc (apt-get install protobuf-compiler),
+# protoc-gen-go (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12)
+# and protoc-gen-go-vtproto (go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0).
 proto:
-	cd internal/recordpb && protoc --go_out=. --go_opt=paths=source_relative records.proto
+	cd internal/recordpb && protoc --go_out=. --go_opt=paths=source_relative \
+		--go-vtproto_out=. --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size records.proto
 
 clean:
 	rm -rf bin

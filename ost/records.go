@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2"
-	gproto "google.golang.org/protobuf/proto"
 
 	"github.com/stripefs/stripefs/internal/recordpb"
 	"github.com/stripefs/stripefs/proto"
@@ -31,13 +30,13 @@ type objRecordV1 struct {
 type grantRecordV1 struct{ Grant uint64 }
 
 func (r *objRecord) marshal() []byte {
-	b, _ := gproto.Marshal(&recordpb.Object{Owner: recordpb.NewOwner(r.Owner), Bytes: r.Bytes, Size: r.Size})
+	b, _ := (&recordpb.Object{Owner: recordpb.NewOwner(r.Owner), Bytes: r.Bytes, Size: r.Size}).MarshalVT()
 	return b
 }
 
 func (r *objRecord) unmarshal(b []byte) error {
 	var p recordpb.Object
-	if err := gproto.Unmarshal(b, &p); err != nil {
+	if err := p.UnmarshalVT(b); err != nil {
 		return err
 	}
 	*r = objRecord{Owner: p.Owner.Value(), Bytes: p.Bytes, Size: p.Size}
@@ -45,13 +44,13 @@ func (r *objRecord) unmarshal(b []byte) error {
 }
 
 func (g grantRecord) marshal() []byte {
-	b, _ := gproto.Marshal(&recordpb.Grant{Grant: g.Grant})
+	b, _ := (&recordpb.Grant{Grant: g.Grant}).MarshalVT()
 	return b
 }
 
 func (g *grantRecord) unmarshal(b []byte) error {
 	var p recordpb.Grant
-	if err := gproto.Unmarshal(b, &p); err != nil {
+	if err := p.UnmarshalVT(b); err != nil {
 		return err
 	}
 	g.Grant = p.Grant

@@ -3,8 +3,6 @@ package dtx
 import (
 	"fmt"
 
-	gproto "google.golang.org/protobuf/proto"
-
 	"github.com/stripefs/stripefs/internal/recordpb"
 )
 
@@ -24,19 +22,14 @@ func (r *Record) Marshal() []byte {
 			Mode: u.Mode, Delta: u.Delta, Time: u.Time, Inode: u.Inode}
 		p.Updates[i] = &us[i]
 	}
-	b, err := gproto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, gproto.Size(p)), p) // Size cached the sizes
-	if err != nil {
-		// Only a string field that is not UTF-8 fails: Op and Kind are
-		// this package's constants.
-		panic(fmt.Sprintf("dtx: marshal record %v: %v", r.ID, err))
-	}
+	b, _ := p.MarshalVT() // fails only for a message whose size changes while it is written
 	return b
 }
 
 // Unmarshal reads a record's stored form into r.
 func (r *Record) Unmarshal(b []byte) error {
 	var p recordpb.Record
-	if err := gproto.Unmarshal(b, &p); err != nil {
+	if err := p.UnmarshalVT(b); err != nil {
 		return fmt.Errorf("update-log record: %w", err)
 	}
 	*r = Record{ID: OpID{Coord: p.Id.GetCoord(), Epoch: p.Id.GetEpoch(), Seq: p.Id.GetSeq()}, Op: p.Op, Started: p.Started}
