@@ -16,19 +16,19 @@ import (
 )
 
 // testdata/format5 is the data directory of a `stripefs up --mdts 2
-// --osts 3` made by the build of 2026-12-05 (MDT database format 5, OST
-// index format 1: positional records), holding what each kind of record
-// stores: a nested tree with an xattr, an access ACL and a hard link, a
-// directory on MDT1, a directory striped over both MDTs, a file striped
-// over three OSTs, a composite (PFL) file whose first component is on
-// the MDT, a Data-on-MDT file, an erasure-coded file, a symlink, a FIFO, a
-// sparse file and a file owned by uid 1000. Git keeps neither the
+// --osts 3` made by the build of commit cdb194a (MDT database format 5,
+// OST index format 1: positional records), holding what each kind of
+// record stores: a nested tree with an xattr, an access ACL and a hard
+// link, a directory on MDT1, a directory striped over both MDTs, a file
+// striped over three OSTs, a composite (PFL) file whose first component
+// is on the MDT, a Data-on-MDT file, an erasure-coded file, a symlink, a
+// FIFO, a sparse file and a file owned by uid 1000. Git keeps neither the
 // object files' owner xattrs nor their holes; the servers were stopped
-// cleanly, so the indexes' records are what is read. The files' bytes come from
-// fixturePattern().
+// cleanly, so the indexes' records are what is read. The files' bytes
+// come from fixturePattern.
 
-// fixturePattern is the content of the fixture's generated files: byte i of the
-// file made with seed s.
+// fixturePattern is the content of the fixture's generated files: byte i
+// of the file made with seed s.
 func fixturePattern(n, s int) []byte {
 	b := make([]byte, n)
 	for i := range b {
