@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -45,8 +46,8 @@ func TestFormat5Fixture(t *testing.T) {
 	data, mnt := filepath.Join(t.TempDir(), "data"), t.TempDir()
 	must(t, os.CopyFS(data, os.DirFS("testdata/format5")))
 	must(t, os.Chmod(filepath.Join(data, "stripefs.key"), 0o600)) // git keeps no modes but x
-	for _, db := range []string{"mdt0/db", "mdt1/db", "ost0/index"} {
-		if f := storedFormat(t, filepath.Join(data, db), db[:3]); f != map[string]uint32{"mdt": 5, "ost": 0}[db[:3]] {
+	for _, db := range []string{"mdt0/db", "mdt1/db", "ost0/index", "mdt0/dom/index"} {
+		if f := storedFormat(t, filepath.Join(data, db)); f != map[bool]uint32{false: 5, true: 0}[isIndex(db)] {
 			t.Fatalf("fixture %s holds format %d", db, f)
 		}
 	}
@@ -119,8 +120,8 @@ func TestFormat5Fixture(t *testing.T) {
 	entries["striped"]++
 	entries["a/b/c"]++
 	stopUp(t, cmd)
-	for _, db := range []string{"mdt0/db", "mdt1/db", "ost0/index", "ost2/index"} {
-		if f := storedFormat(t, filepath.Join(data, db), db[:3]); f != map[string]uint32{"mdt": 6, "ost": 2}[db[:3]] {
+	for _, db := range []string{"mdt0/db", "mdt1/db", "ost0/index", "ost2/index", "mdt0/dom/index"} {
+		if f := storedFormat(t, filepath.Join(data, db)); f != map[bool]uint32{false: 6, true: 2}[isIndex(db)] {
 			t.Fatalf("%s holds format %d after the conversion", db, f)
 		}
 	}
@@ -129,14 +130,18 @@ func TestFormat5Fixture(t *testing.T) {
 	check("after a restart")
 }
 
+// isIndex says whether a store is an OST index (an OST's, or the one of
+// an MDT's Data-on-MDT store), not an MDT database.
+func isIndex(dir string) bool { return strings.HasSuffix(dir, "/index") }
+
 // storedFormat reads the format marker of an MDT database or an OST
 // index (0: none).
-func storedFormat(t *testing.T, dir, kind string) uint32 {
+func storedFormat(t *testing.T, dir string) uint32 {
 	t.Helper()
 	db, err := pebble.Open(dir, &pebble.Options{ReadOnly: true})
 	must(t, err)
 	defer db.Close()
-	key := map[string]string{"mdt": "Mformat", "ost": "mformat"}[kind]
+	key := map[bool]string{false: "Mformat", true: "mformat"}[isIndex(dir)]
 	v, closer, err := db.Get([]byte(key))
 	if err == pebble.ErrNotFound {
 		return 0
