@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"syscall"
 	"time"
 
@@ -211,26 +210,4 @@ func (m *MDT) remoteRmdir(ctx context.Context, r *proto.UnlinkReq, d *dirent, id
 	attr := res.attr
 	attr.Nlink = 0
 	return &proto.UnlinkReply{Attr: attr, Parent: dirIn(res.own, r.Parent)}, nil
-}
-
-// nsHold is a namespace handler's hold of m.mu. A handler that turns out
-// to need a distributed operation reserves the name (startOp) and lets
-// the hold go before the operation's RPCs: unlock may be called again,
-// so the handler also defers it.
-type nsHold struct {
-	mu   *sync.Mutex
-	held bool
-}
-
-// holdNS takes m.mu for a namespace handler.
-func (m *MDT) holdNS() nsHold {
-	m.mu.Lock()
-	return nsHold{mu: &m.mu, held: true}
-}
-
-func (h *nsHold) unlock() {
-	if h.held {
-		h.held = false
-		h.mu.Unlock()
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -491,6 +492,28 @@ func (m *MDT) mkdirStriped(ctx context.Context, r *proto.MkdirReq, count int) (a
 		return nil, err
 	}
 	return &proto.AttrReply{Attr: n.Attr, Parent: dir.Attr}, nil
+}
+
+// nsHold is a namespace handler's hold of m.mu. A handler that turns out
+// to need a distributed operation reserves the name (startOp) and lets
+// the hold go before the operation's RPCs: unlock may be called again,
+// so the handler also defers it.
+type nsHold struct {
+	mu   *sync.Mutex
+	held bool
+}
+
+// holdNS takes m.mu for a namespace handler.
+func (m *MDT) holdNS() nsHold {
+	m.mu.Lock()
+	return nsHold{mu: &m.mu, held: true}
+}
+
+func (h *nsHold) unlock() {
+	if h.held {
+		h.held = false
+		h.mu.Unlock()
+	}
 }
 
 // nameFree says whether dir has no entry name (EEXIST for op if it has).
