@@ -39,7 +39,7 @@ func fixturePattern(n, s int) []byte {
 }
 
 // TestFormat5Fixture: a filesystem written by an older build opens with
-// this one, converts its records (MDT format 6, OST index format 2) and
+// this one, converts its records (MDT format 6, OST index format 3) and
 // serves everything it held; what is written after the conversion
 // survives a restart.
 func TestFormat5Fixture(t *testing.T) {
@@ -121,7 +121,7 @@ func TestFormat5Fixture(t *testing.T) {
 	entries["a/b/c"]++
 	stopUp(t, cmd)
 	for _, db := range []string{"mdt0/db", "mdt1/db", "ost0/index", "ost2/index", "mdt0/dom/index"} {
-		if f := storedFormat(t, filepath.Join(data, db)); f != map[bool]uint32{false: 6, true: 2}[isIndex(db)] {
+		if f := storedFormat(t, filepath.Join(data, db)); f != map[bool]uint32{false: 6, true: 3}[isIndex(db)] {
 			t.Fatalf("%s holds format %d after the conversion", db, f)
 		}
 	}

@@ -59,6 +59,11 @@ func (o *OST) copyRange(ctx context.Context, r *rpc.Request) (rpc.Reply, error) 
 // source holds (the rest is past its end).
 func (o *OST) copySource(ctx context.Context, req *proto.OCopyReq, buf []byte) (int, error) {
 	if int(req.SrcOST) == o.cfg.Index {
+		if o.cfg.InlineMax > 0 {
+			if n, _, ok, err := o.readInline(req.Src, req.SrcOff, buf); err != nil || ok {
+				return n, err
+			}
+		}
 		of, err := o.get(req.Src, false)
 		if errors.Is(err, os.ErrNotExist) {
 			return 0, nil // never written: a hole

@@ -41,6 +41,9 @@ func (o *OST) fallocate(ctx context.Context, r *proto.OFallocateReq) (any, error
 	mu := o.lock(r.Obj)
 	mu.RLock()
 	defer mu.RUnlock()
+	if err := o.unInline(r.Obj); err != nil {
+		return nil, o.errorf("fallocate", r.Obj, err)
+	}
 	of, err := o.get(r.Obj, r.Mode != proto.FallocPunch)
 	if errors.Is(err, os.ErrNotExist) {
 		return &proto.Empty{}, nil // a hole punched in no object
@@ -94,7 +97,7 @@ func (o *OST) fallocate(ctx context.Context, r *proto.OFallocateReq) (any, error
 		ferr = errors.Join(ferr, err)
 	}
 	// Settle even after a failure: some blocks may have been allocated.
-	if _, err := o.space.settle(res, r.Obj, rec, had, after, size, 0); err != nil {
+	if _, err := o.space.settle(res, r.Obj, rec, had, after, size, 0, nil); err != nil {
 		ferr = errors.Join(ferr, err)
 	}
 	if ferr != nil {

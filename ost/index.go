@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"golang.org/x/sys/unix"
 
@@ -52,6 +53,9 @@ type objRecord struct {
 	Owner proto.Owner
 	Bytes uint64 // allocated, as st_blocks*512 after the last change
 	Size  uint64
+	// Inline: the object's bytes are a value of the index, not a file
+	// (inline.go).
+	Inline bool
 }
 
 type grantRecord struct{ Grant uint64 }
@@ -96,10 +100,18 @@ type index struct {
 }
 
 // openIndex opens the index in dir, on fs (nil: the disk); logf logs
-// its lines as the OST's.
-func openIndex(dir, name string, fs vfs.FS, logf func(slog.Level, string, ...any)) (*index, bool, error) {
+// its lines as the OST's. An index that keeps inline objects gets a
+// larger memtable and cache: it holds file data.
+func openIndex(dir, name string, fs vfs.FS, inline bool, logf func(slog.Level, string, ...any)) (*index, bool, error) {
 	guard := storeguard.New(name)
 	opts := &pebble.Options{}
+	if inline {
+		opts.CacheSize, opts.MemTableSize = inlineCacheSize, inlineMemTableSize
+	}
+	// Bloom filters: a write to a new object first looks for its record.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
 	guard.Configure(opts, cmp.Or(fs, vfs.Default))
 	if fs == nil {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -249,6 +261,8 @@ func (x *index) scan(obj func(proto.ObjID, objRecord), grant func(uint64, uint64
 // reconcile makes the object records agree with the object files after an
 // unclean stop: sizes and blocks from fstat, records for files the index
 // lost (owner from the file's xattr), no records for files that are gone.
+// An inline object's record and bytes were committed together: it is
+// kept, and a file beside it deleted.
 // The grants are kept as recorded: at worst they are a group commit old.
 func (o *OST) reconcile() error {
 	start := time.Now()
@@ -280,6 +294,15 @@ func (o *OST) reconcile() error {
 			}
 			seen[id] = true
 			r, had := recs[id]
+			if had && r.Inline {
+				// A spill that crashed before its record said so: the
+				// inline bytes are the object (inline.go).
+				if err := o.fs.Remove(p); err != nil {
+					return fmt.Errorf("%s: reconcile: %w", o.name, err)
+				}
+				fixed++
+				continue
+			}
 			owner := r.Owner
 			// The file's owner xattr, when it has one, wins: it is written
 			// before the blocks of the write it names, so it is never older
@@ -301,8 +324,8 @@ func (o *OST) reconcile() error {
 			}
 		}
 	}
-	for id := range recs {
-		if !seen[id] {
+	for id, r := range recs {
+		if !seen[id] && !r.Inline {
 			b.Delete(objKey(id), nil)
 			dropped++
 		}

@@ -86,7 +86,15 @@ type Config struct {
 	// Nodemaps, if set, is the nodemap copy to enforce instead of one of
 	// the OST's own (an MDT's, for its file data).
 	Nodemaps *nodemapsync.Follower
+	// InlineMax, if set, keeps objects whose bytes all lie below it as
+	// values of the index rather than as files (inline.go): an MDT's
+	// store of small files' data. At most MaxInline.
+	InlineMax int
 }
+
+// MaxInline bounds Config.InlineMax: an inline object is read and
+// rewritten whole by every write to it.
+const MaxInline = 1 << 20
 
 // earlyWriteback is the smallest write whose disk write starts at once.
 const earlyWriteback = 256 << 10
@@ -162,6 +170,9 @@ func Open(cfg Config) (*OST, error) {
 	if cfg.Index < 0 || cfg.Index >= 65536 {
 		return nil, fmt.Errorf("ost: index %d out of range", cfg.Index)
 	}
+	if cfg.InlineMax < 0 || cfg.InlineMax > MaxInline {
+		return nil, fmt.Errorf("ost: inline objects of up to %d bytes: at most %d", cfg.InlineMax, MaxInline)
+	}
 	if cfg.MaxOpenFiles == 0 {
 		cfg.MaxOpenFiles = 512
 	}
@@ -202,7 +213,7 @@ func Open(cfg Config) (*OST, error) {
 	if cfg.FiemapFail {
 		o.logf(slog.LevelWarn, "FIEMAP made to fail (test knob): allocated-range checks use SEEK_DATA/SEEK_HOLE")
 	}
-	idx, clean, err := openIndex(filepath.Join(cfg.DataDir, "index"), name, cfg.IndexFS, o.logf)
+	idx, clean, err := openIndex(filepath.Join(cfg.DataDir, "index"), name, cfg.IndexFS, cfg.InlineMax > 0, o.logf)
 	if err != nil {
 		return nil, err
 	}
@@ -526,6 +537,16 @@ func (o *OST) writeObject(ctx context.Context, req proto.OWriteReq, data []byte)
 	mu := o.lock(req.Obj)
 	mu.RLock()
 	defer mu.RUnlock()
+	if o.cfg.InlineMax > 0 {
+		rep, done, err := o.writeInline(ctx, &req, data)
+		if err != nil {
+			return rpc.Reply{}, o.errorf("write", req.Obj, err)
+		}
+		if done {
+			rep.OverQuota = o.overQuota(ctx, req.Grant)
+			return rpc.Reply{Msg: rep}, nil
+		}
+	}
 	of, err := o.get(req.Obj, true)
 	if err != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, err)
@@ -633,7 +654,7 @@ func (o *OST) shrunk(of *objFile, rec objRecord, had bool) error {
 		return err
 	}
 	if had || after > 0 {
-		return o.space.shrink(of.id, rec, after, size, false)
+		return o.space.shrink(of.id, rec, had, after, size, false, nil)
 	}
 	return nil
 }
@@ -662,7 +683,7 @@ func (o *OST) allocatingWrite(ctx context.Context, req *proto.OWriteReq, data []
 		werr = errors.Join(werr, err)
 	}
 	// Settle even after a failed write: it may have allocated some blocks.
-	grant, serr := o.space.settle(res, req.Obj, rec, had, after, size, req.Grant.Want)
+	grant, serr := o.space.settle(res, req.Obj, rec, had, after, size, req.Grant.Want, nil)
 	if werr != nil {
 		return rpc.Reply{}, o.errorf("write", req.Obj, werr)
 	}
@@ -686,6 +707,15 @@ func (o *OST) read(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
 		var err error
 		if tag, err = o.getTag(req.Obj, req.TagOff); err != nil {
 			return rpc.Reply{}, o.errorf("read", req.Obj, err)
+		}
+	}
+	if o.cfg.InlineMax > 0 {
+		rep, ok, err := o.inlineReply(&req, tag)
+		if err != nil {
+			return rpc.Reply{}, o.errorf("read", req.Obj, err)
+		}
+		if ok {
+			return rep, nil
 		}
 	}
 	of, err := o.get(req.Obj, false)
@@ -734,6 +764,13 @@ func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
 	mu := o.lock(r.Obj)
 	mu.Lock()
 	defer mu.Unlock()
+	if o.cfg.InlineMax > 0 {
+		if done, err := o.punchInline(r.Obj, r.Size); err != nil {
+			return nil, o.errorf("punch", r.Obj, err)
+		} else if done {
+			return &proto.Empty{}, nil
+		}
+	}
 	of, err := o.get(r.Obj, r.Size > 0)
 	if errors.Is(err, os.ErrNotExist) {
 		// Truncating a missing object to 0: nothing to do but forget its
@@ -764,6 +801,11 @@ func (o *OST) punch(ctx context.Context, r *proto.OPunchReq) (any, error) {
 }
 
 func (o *OST) getattr(ctx context.Context, r *proto.OGetattrReq) (any, error) {
+	if rec, ok, err := o.inlineRecord(r.Obj); err != nil {
+		return nil, o.errorf("getattr", r.Obj, err)
+	} else if ok {
+		return &proto.OGetattrReply{Exists: true, Size: rec.Size, Blocks: rec.Bytes / 512}, nil
+	}
 	var st unix.Stat_t
 	if err := o.fs.Stat(o.objPath(r.Obj), &st); errors.Is(err, syscall.ENOENT) {
 		return &proto.OGetattrReply{}, nil
@@ -776,6 +818,11 @@ func (o *OST) getattr(ctx context.Context, r *proto.OGetattrReq) (any, error) {
 // Blocks is the 512-byte blocks object id has allocated (0 if it does
 // not exist); false if its file could not be looked at.
 func (o *OST) Blocks(id proto.ObjID) (uint64, bool) {
+	if rec, ok, err := o.inlineRecord(id); err != nil {
+		return 0, false
+	} else if ok {
+		return rec.Bytes / 512, true
+	}
 	var st unix.Stat_t
 	if err := o.fs.Stat(o.objPath(id), &st); errors.Is(err, syscall.ENOENT) {
 		return 0, true
@@ -803,19 +850,24 @@ func (o *OST) destroy(ctx context.Context, r *proto.ODestroyReq) (any, error) {
 	mu := o.lock(r.Obj)
 	mu.Lock()
 	defer mu.Unlock()
+	am := o.allocLock(r.Obj) // an inline object's reads take it
+	am.Lock()
+	defer am.Unlock()
 	o.forget(r.Obj)
 	rec, had, err := o.idx.object(r.Obj)
 	if err != nil {
 		return nil, o.errorf("destroy", r.Obj, err)
 	}
-	if err := o.fs.Remove(o.objPath(r.Obj)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, o.errorf("destroy", r.Obj, err)
+	if !had || !rec.Inline { // an inline object has no file (inline.go)
+		if err := o.fs.Remove(o.objPath(r.Obj)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, o.errorf("destroy", r.Obj, err)
+		}
 	}
 	if err := o.dropTags(r.Obj, 0); err != nil {
 		return nil, o.errorf("destroy", r.Obj, err)
 	}
 	if had {
-		if err := o.space.shrink(r.Obj, rec, 0, 0, true); err != nil {
+		if err := o.space.shrink(r.Obj, rec, true, 0, 0, true, nil); err != nil {
 			return nil, o.errorf("destroy", r.Obj, err)
 		}
 	}
@@ -854,7 +906,14 @@ func (o *OST) sync(ctx context.Context, r *proto.OSyncReq) (any, error) {
 	if len(r.Objs) > 4096 {
 		return nil, fmt.Errorf("%s: sync of %d objects: %w", o.name, len(r.Objs), syscall.EINVAL)
 	}
+	inline := false
 	for _, id := range r.Objs {
+		if _, ok, err := o.inlineRecord(id); err != nil {
+			return nil, o.errorf("sync", id, err)
+		} else if ok {
+			inline = true // its bytes are the index's: the WAL sync below
+			continue
+		}
 		of, err := o.get(id, false)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -870,6 +929,11 @@ func (o *OST) sync(ctx context.Context, r *proto.OSyncReq) (any, error) {
 	}
 	if err := o.syncTags(); err != nil {
 		return nil, fmt.Errorf("%s: sync: %w", o.name, err)
+	}
+	if inline {
+		if err := o.idx.logSync(); err != nil {
+			return nil, fmt.Errorf("%s: sync: %w", o.name, err)
+		}
 	}
 	return &proto.Empty{}, nil
 }
@@ -892,6 +956,13 @@ func (o *OST) listObjects(ctx context.Context, r *proto.OListReq) (any, error) {
 				all = append(all, id)
 			}
 		}
+	}
+	if o.cfg.InlineMax > 0 {
+		ids, err := o.idx.inlineObjects(r.After)
+		if err != nil {
+			return nil, fmt.Errorf("%s: list: %v: %w", o.name, err, syscall.EIO)
+		}
+		all = append(all, ids...)
 	}
 	sortObjs(all)
 	out := &proto.OListReply{EOF: len(all) <= limit}

@@ -122,14 +122,27 @@ func indexPowerLoss(t *testing.T, seed uint64) {
 func TestObjectPowerLoss(t *testing.T) {
 	// A hundred seeds in make test, which runs them under the race
 	// detector (about 25 s; 5 s without it).
+	var inline inlineCounts
 	for seed := 1; seed <= crashSeeds(100); seed++ {
-		if !t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { objectPowerLoss(t, uint64(seed)) }) {
+		if !t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { objectPowerLoss(t, uint64(seed), &inline) }) {
 			t.Fatalf("failed at seed %d (rerun: -run %s/seed%d)", seed, t.Name(), seed)
 		}
 	}
+	if crashSeeds(100) >= 10 && (inline.writes == 0 || inline.spills == 0) {
+		t.Fatalf("the inline seeds made %d inline writes and %d spills: the inline paths went untested", inline.writes, inline.spills)
+	}
+	t.Logf("inline seeds: %d inline writes, %d spills", inline.writes, inline.spills)
 }
 
-func objectPowerLoss(t *testing.T, seed uint64) {
+// inlineCounts sums what the OSTs of a power-loss run did inline.
+type inlineCounts struct{ writes, spills int64 }
+
+func (c *inlineCounts) add(o *OST) {
+	c.writes += o.ctr.inlineWrites.Load()
+	c.spills += o.ctr.spills.Load()
+}
+
+func objectPowerLoss(t *testing.T, seed uint64, inline *inlineCounts) {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	capacity := uint64(8 << 20)
 	if rng.IntN(2) == 0 {
@@ -140,6 +153,11 @@ func objectPowerLoss(t *testing.T, seed uint64) {
 	cfg := Config{Index: 0, Capacity: capacity, IndexFS: mem, ObjectFS: cfs}
 	if rng.IntN(2) == 0 {
 		cfg.MaxOpenFiles = 2 // an object's sync often opens it anew
+	}
+	if seed%2 == 0 {
+		// Objects inline while below 64 KiB, and spilled to files by the
+		// writes and punches past it (inline.go).
+		cfg.InlineMax = 64 << 10
 	}
 	to := startOST(t, cfg)
 	owners := []proto.Owner{{Uid: 1001, Gid: 1001}, {Uid: 1002, Gid: 1002}}
@@ -185,6 +203,8 @@ func objectPowerLoss(t *testing.T, seed uint64) {
 		for op, n := 0, 10+rng.IntN(50); op < n; op++ {
 			oid := uint32(1 + rng.IntN(objects))
 			c, m := clients[ownerOf(oid)], model[oid]
+			// Half the operations of an inline run stay below InlineMax.
+			small := cfg.InlineMax > 0 && op%2 == 0
 			var err error
 			switch r := rng.IntN(10); {
 			case r < 5:
@@ -193,6 +213,9 @@ func objectPowerLoss(t *testing.T, seed uint64) {
 				if rng.IntN(2) == 0 {
 					off += rng.IntN(8192)
 					size = 1 + rng.IntN(192<<10)
+				}
+				if small {
+					off, size = off/16, max(size/8, 1)
 				}
 				start := rng.IntN(len(noise) - size)
 				data := noise[start : start+size]
@@ -205,6 +228,9 @@ func objectPowerLoss(t *testing.T, seed uint64) {
 				}
 			case r < 6:
 				size := rng.IntN(900 << 10)
+				if small {
+					size /= 16
+				}
 				if err = c.call(proto.OPunch, &proto.OPunchReq{Obj: obj(oid), Size: uint64(size)}, &proto.Empty{}); err == nil {
 					m.punch(size)
 				}
@@ -237,6 +263,7 @@ func objectPowerLoss(t *testing.T, seed uint64) {
 		// not synced (all, some or none of it), each in its own way.
 		crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(3) * 50, RNG: rand.New(rand.NewPCG(seed, uint64(100+round)))})
 		keep := []float64{0, 0, 0.5, 1}[rng.IntN(4)]
+		inline.add(to.o)
 		to.o.Close()
 		to.o = nil
 		must(t, cfs.Crash(rand.New(rand.NewPCG(seed, uint64(200+round))), keep))
@@ -379,8 +406,9 @@ func readObject(t *testing.T, c *client, id proto.ObjID) (exists bool, data []by
 
 // checkAccounting checks the index against the object files: a record
 // for each file with its blocks and size and, once it has blocks, the
-// owner that wrote it; no record without a file; the space used and each
-// owner's usage their sums.
+// owner that wrote it; no record without a file, unless the object is
+// inline (and then no file, and its allocation that of its bytes); the
+// space used and each owner's usage their sums.
 func checkAccounting(t *testing.T, where string, o *OST, ownerOf func(proto.ObjID) proto.Owner) {
 	t.Helper()
 	var used uint64
@@ -417,12 +445,29 @@ func checkAccounting(t *testing.T, where string, o *OST, ownerOf func(proto.ObjI
 	})
 	must(t, err)
 	must(t, o.idx.scan(func(id proto.ObjID, r objRecord) {
-		if !files[id] {
+		switch {
+		case r.Inline && files[id]:
+			t.Errorf("%s: inline object %v has a file too", where, id)
+		case r.Inline:
+			data, err := o.idx.inlineBytes(id)
+			must(t, err)
+			if r.Bytes != o.inlineAlloc(len(data)) || r.Size < uint64(len(data)) || r.Size > uint64(o.cfg.InlineMax) {
+				t.Errorf("%s: inline object %v: record of %d bytes, %d allocated, holding %d", where, id, r.Size, r.Bytes, len(data))
+			}
+			if r.Bytes > 0 && r.Owner != ownerOf(id) {
+				t.Errorf("%s: inline object %v: owner %+v, written by %+v", where, id, r.Owner, ownerOf(id))
+			}
+			used += r.Bytes
+			usage[ownerOf(id).Uid] += r.Bytes
+		case !files[id]:
 			t.Errorf("%s: a record for object %v (%d allocated), which has no file", where, id, r.Bytes)
 		}
 	}, func(uint64, uint64) {}))
 	if sn := o.space.snapshot(); sn.used != used {
 		t.Errorf("%s: the OST counts %d bytes used, its object files hold %d", where, sn.used, used)
+	}
+	if ids, err := o.idx.inlineObjects(proto.ObjID{}); err != nil || int64(len(ids)) != o.space.snapshot().inline {
+		t.Errorf("%s: the OST counts %d inline objects, its index holds %d (%v)", where, o.space.snapshot().inline, len(ids), err)
 	}
 	for uid, n := range usage {
 		if got := o.space.usageOf(proto.QuotaKey{Type: proto.QuotaUser, ID: uid}); got != n {

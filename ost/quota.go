@@ -109,6 +109,7 @@ type counters struct {
 	directWrites, directCopies                       atomic.Int64 // NoCache writes done with O_DIRECT, and those copied to align them (nocache.go)
 	earlyWritebacks                                  atomic.Int64 // writes whose disk write was started at once (store)
 	copiedBytes                                      atomic.Int64 // bytes ost_copy wrote (copy.go)
+	inlineWrites, spills                             atomic.Int64 // writes to inline objects, and objects moved to files (inline.go)
 }
 
 // counters reports the statistics for the stats method (stripefs stats).
@@ -126,6 +127,9 @@ func (o *OST) counters() []rpc.Counter {
 		{Name: "direct_write_copies", Value: c.directCopies.Load()},
 		{Name: "early_writebacks", Value: c.earlyWritebacks.Load()},
 		{Name: "copied_bytes", Value: c.copiedBytes.Load()},
+		{Name: "inline_writes", Value: c.inlineWrites.Load()},
+		{Name: "inline_spills", Value: c.spills.Load()},
+		{Name: "inline_objects_now", Value: sn.inline},
 		{Name: "new_allocations", Value: c.newAllocations.Load()},
 		{Name: "allocated_bytes", Value: c.allocatedBytes.Load()},
 		{Name: "freed_bytes", Value: c.freedBytes.Load()},

@@ -16,7 +16,10 @@ import (
 // added to objRecord or grantRecord is read as zero from older records.
 // Format 1 (no marker) stored them in package wire's positional codec;
 // an index of format 1 is rewritten once, when this code first opens it.
-const indexFormat = 2
+// Format 3 adds inline objects (inline.go): a format 2 index needs no
+// conversion, only the new marker, so that code of format 2, which would
+// take an inline object for a missing file, refuses to open it.
+const indexFormat = 3
 
 var keyFormat = []byte("mformat")
 
@@ -30,7 +33,7 @@ type objRecordV1 struct {
 type grantRecordV1 struct{ Grant uint64 }
 
 func (r *objRecord) marshal() []byte {
-	b, _ := (&recordpb.Object{Owner: recordpb.NewOwner(r.Owner), Bytes: r.Bytes, Size: r.Size}).MarshalVT()
+	b, _ := (&recordpb.Object{Owner: recordpb.NewOwner(r.Owner), Bytes: r.Bytes, Size: r.Size, Inline: r.Inline}).MarshalVT()
 	return b
 }
 
@@ -39,7 +42,7 @@ func (r *objRecord) unmarshal(b []byte) error {
 	if err := p.UnmarshalVT(b); err != nil {
 		return err
 	}
-	*r = objRecord{Owner: p.Owner.Value(), Bytes: p.Bytes, Size: p.Size}
+	*r = objRecord{Owner: p.Owner.Value(), Bytes: p.Bytes, Size: p.Size, Inline: p.Inline}
 	return nil
 }
 
@@ -69,6 +72,12 @@ func (x *index) upgrade() error {
 		case err != nil:
 			return fmt.Errorf("%s: index: corrupt format record: %w", x.name, err)
 		case f.Format == indexFormat:
+			return nil
+		case f.Format == 2:
+			if err := x.guard.Do(func() error { return x.db.Set(keyFormat, formatValue(), pebble.Sync) }); err != nil {
+				return fmt.Errorf("%s: index: upgrade: %w", x.name, err)
+			}
+			x.logf(slog.LevelInfo, "index format 2 marked %d (inline objects)", indexFormat)
 			return nil
 		default:
 			return fmt.Errorf("%s: index format %d, this version reads formats 1 to %d", x.name, f.Format, indexFormat)
@@ -107,7 +116,7 @@ func (x *index) upgrade() error {
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("%s: index: upgrade: %w", x.name, err)
 	}
-	b.Set(keyFormat, wire.Marshal(nil, &struct{ Format uint32 }{indexFormat}), nil)
+	b.Set(keyFormat, formatValue(), nil)
 	if err := x.guard.Do(func() error { return b.Commit(pebble.Sync) }); err != nil {
 		return fmt.Errorf("%s: index: upgrade: %w", x.name, err)
 	}
@@ -116,3 +125,5 @@ func (x *index) upgrade() error {
 	}
 	return nil
 }
+
+func formatValue() []byte { return wire.Marshal(nil, &struct{ Format uint32 }{indexFormat}) }

@@ -35,7 +35,7 @@ func TestIndexUpgradeFromFormat1(t *testing.T) {
 	var logged []string
 	logf := func(_ slog.Level, format string, _ ...any) { logged = append(logged, format) }
 	for pass := 0; pass < 2; pass++ {
-		x, _, err := openIndex("/index", "ost0", mem, logf)
+		x, _, err := openIndex("/index", "ost0", mem, false, logf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestIndexUpgradeFromFormat1(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if x, _, err := openIndex("/index", "ost0", mem, logf); err == nil {
+	if x, _, err := openIndex("/index", "ost0", mem, false, logf); err == nil {
 		x.close()
 		t.Fatal("an index of a newer format was opened")
 	}

@@ -35,6 +35,7 @@ type space struct {
 	capacity uint64 // 0: the disk's
 	used     uint64
 	granted  uint64
+	inline   int64 // inline objects (inline.go)
 	pending  uint64
 	usage    map[proto.QuotaKey]uint64 // allocated bytes per id
 	qpending map[proto.QuotaKey]uint64 // reserved by writes in flight, per id
@@ -73,6 +74,9 @@ func (s *space) load() error {
 	defer s.mu.Unlock()
 	now := time.Now()
 	err := s.o.idx.scan(func(_ proto.ObjID, r objRecord) {
+		if r.Inline {
+			s.inline++
+		}
 		s.used += r.Bytes
 		for _, k := range r.Owner.Keys() {
 			s.usage[k] += r.Bytes
@@ -229,9 +233,10 @@ func (s *space) admit(ctx context.Context, client uint64, owner proto.Owner, est
 // owner (the record moves to the write's owner first if the file changed
 // hands: a lazy chown). The grant the write took is reduced to what it
 // really allocated, the client's grant is topped up towards want, and the
-// object and grant records are committed together. It returns the
-// client's new grant.
-func (s *space) settle(res *reservation, id proto.ObjID, rec objRecord, had bool, after, size, want uint64) (proto.GrantReply, error) {
+// object and grant records are committed together, with the object's
+// bytes when it is inline (rec.Inline). It returns the client's new
+// grant.
+func (s *space) settle(res *reservation, id proto.ObjID, rec objRecord, had bool, after, size, want uint64, inline []byte) (proto.GrantReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pending -= res.est
@@ -248,6 +253,9 @@ func (s *space) settle(res *reservation, id proto.ObjID, rec objRecord, had bool
 		s.o.ctr.ownerChanges.Add(1)
 	}
 	rec.Owner = res.owner
+	if rec.Inline && !had {
+		s.inline++
+	}
 	if after >= rec.Bytes {
 		d := after - rec.Bytes
 		s.used += d
@@ -271,7 +279,7 @@ func (s *space) settle(res *reservation, id proto.ObjID, rec objRecord, had bool
 	}
 	rec.Bytes, rec.Size = after, size
 	b := s.o.idx.db.NewBatch()
-	b.Set(objKey(id), rec.marshal(), nil)
+	putObject(b, id, rec, inline)
 	var reply proto.GrantReply
 	if g := res.client; g != nil {
 		g.lastAlloc = time.Now()
@@ -341,28 +349,60 @@ func (s *space) release(owner proto.Owner, n uint64) {
 }
 
 // shrink records that an object (punch, destroy) now has after bytes
-// allocated; after ≤ the record's. A destroyed object's record is
-// deleted.
-func (s *space) shrink(id proto.ObjID, rec objRecord, after, size uint64, destroyed bool) error {
+// allocated; after ≤ the record's, which had says existed. A destroyed object's record is
+// deleted, and its bytes if it was inline; an inline one that stays
+// holds inline now.
+func (s *space) shrink(id proto.ObjID, rec objRecord, had bool, after, size uint64, destroyed bool, inline []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.o.idx.db.NewBatch()
-	if after < rec.Bytes {
-		s.release(rec.Owner, rec.Bytes-after)
-	} else {
-		d := after - rec.Bytes // punch never allocates, but be exact
-		s.used += d
-		for _, k := range rec.Owner.Keys() {
-			s.usage[k] += d
+	s.recharge(rec.Owner, rec.Bytes, after) // punch never allocates, but be exact
+	if rec.Inline {
+		switch {
+		case destroyed:
+			s.inline--
+		case !had: // a truncate made it
+			s.inline++
 		}
 	}
 	if destroyed {
 		b.Delete(objKey(id), nil)
+		if rec.Inline {
+			b.Delete(inlineKey(id), nil)
+		}
 	} else {
 		rec.Bytes, rec.Size = after, size
-		b.Set(objKey(id), rec.marshal(), nil)
+		putObject(b, id, rec, inline)
 	}
 	return s.o.idx.commit(b)
+}
+
+// spilled records that an inline object is a file now, of after bytes
+// allocated and size bytes, and drops its inline bytes (inline.go).
+func (s *space) spilled(id proto.ObjID, rec objRecord, after, size uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recharge(rec.Owner, rec.Bytes, after)
+	s.inline--
+	rec.Bytes, rec.Size, rec.Inline = after, size, false
+	b := s.o.idx.db.NewBatch()
+	b.Set(objKey(id), rec.marshal(), nil)
+	b.Delete(inlineKey(id), nil)
+	return s.o.idx.commit(b)
+}
+
+// recharge moves owner's allocation of an object from before to after
+// bytes. s.mu is held.
+func (s *space) recharge(owner proto.Owner, before, after uint64) {
+	if after < before {
+		s.release(owner, before-after)
+		return
+	}
+	d := after - before
+	s.used += d
+	for _, k := range owner.Keys() {
+		s.usage[k] += d
+	}
 }
 
 func sub(a, b uint64) uint64 {
@@ -459,13 +499,14 @@ func (s *space) reclaim(grace, idle time.Duration) {
 type spaceSnapshot struct {
 	capacity, used, granted, pending, free uint64
 	clients                                int
+	inline                                 int64
 }
 
 func (s *space) snapshot() spaceSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return spaceSnapshot{capacity: s.capacity, used: s.used, granted: s.granted, pending: s.pending,
-		free: s.freeLocked(), clients: len(s.clients)}
+		free: s.freeLocked(), clients: len(s.clients), inline: s.inline}
 }
 
 // grantOf is the grant held by client (tests).

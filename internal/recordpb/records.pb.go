@@ -882,10 +882,13 @@ func (x *Owner) GetProjid() uint32 {
 
 // Object is the value under an OST index's object key.
 type Object struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         *Owner                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"` // allocated, as st_blocks*512
-	Size          uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Owner *Owner                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Bytes uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"` // allocated, as st_blocks*512
+	Size  uint64                 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// inline: the object's bytes are a value of the index (key 'd'), not a
+	// file (an MDT's store of Data-on-MDT file data keeps small ones so).
+	Inline        bool `protobuf:"varint,4,opt,name=inline,proto3" json:"inline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -939,6 +942,13 @@ func (x *Object) GetSize() uint64 {
 		return x.Size
 	}
 	return 0
+}
+
+func (x *Object) GetInline() bool {
+	if x != nil {
+		return x.Inline
+	}
+	return false
 }
 
 // Grant is the value under an OST index's grant key.
@@ -1064,11 +1074,12 @@ const file_records_proto_rawDesc = "" +
 	"\x05Owner\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\rR\x03uid\x12\x10\n" +
 	"\x03gid\x18\x02 \x01(\rR\x03gid\x12\x16\n" +
-	"\x06projid\x18\x03 \x01(\rR\x06projid\"a\n" +
+	"\x06projid\x18\x03 \x01(\rR\x06projid\"y\n" +
 	"\x06Object\x12-\n" +
 	"\x05owner\x18\x01 \x01(\v2\x17.stripefs.records.OwnerR\x05owner\x12\x14\n" +
 	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\x12\x12\n" +
-	"\x04size\x18\x03 \x01(\x04R\x04size\"\x1d\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06inline\x18\x04 \x01(\bR\x06inline\"\x1d\n" +
 	"\x05Grant\x12\x14\n" +
 	"\x05grant\x18\x01 \x01(\x04R\x05grantB0Z.github.com/stripefs/stripefs/internal/recordpbb\x06proto3"
 
