@@ -40,6 +40,8 @@ type Spec struct {
 	// ClientWindow is the MDTs' recovery window for known clients (zero:
 	// mds.DefaultClientWindow).
 	ClientWindow time.Duration
+	// DoMInline is the MDTs' mds.Config.DoMInline.
+	DoMInline int
 }
 
 // Cluster is a running set of servers.
@@ -123,7 +125,7 @@ func Start(ctx context.Context, spec Spec) (*Cluster, error) {
 			c.MGS = l.Addr().String()
 		}
 		cfg := mds.Config{Index: i, DataDir: filepath.Join(spec.DataDir, name), MGS: c.MGS, Addr: l.Addr().String(),
-			ClientWindow: spec.ClientWindow}
+			ClientWindow: spec.ClientWindow, DoMInline: spec.DoMInline}
 		m, err := mds.Open(cfg)
 		if err != nil {
 			l.Close()

@@ -1,6 +1,7 @@
 package mds
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -28,7 +29,7 @@ func (m *MDT) openDoM() error {
 		return nil
 	}
 	cfg := ost.Config{Index: m.cfg.Index, DataDir: filepath.Join(m.cfg.DataDir, "dom"), Name: fmt.Sprintf("mdt%d-dom", m.cfg.Index),
-		Nodemaps: m.nodemaps, Reserve: m.cfg.Reserve}
+		Nodemaps: m.nodemaps, Reserve: m.cfg.Reserve, InlineMax: max(cmp.Or(m.cfg.DoMInline, DefaultDoMInline), 0)}
 	if m.quota.master != nil {
 		cfg.QuotaMaster = m.quota.master
 	} else {
@@ -132,4 +133,17 @@ func (m *MDT) withBlocks(r *proto.AttrReply, stored proto.Attr) *proto.AttrReply
 	}
 	r.Blocks, r.HasBlocks = m.dom.Blocks(proto.ObjID{FID: r.Attr.FID})
 	return r
+}
+
+// domCounters are the Data-on-MDT store's statistics, named dom_*: its
+// inline objects, grants and allocations.
+func (m *MDT) domCounters() []rpc.Counter {
+	if m.dom == nil {
+		return nil
+	}
+	out := m.dom.Srv.Counters()
+	for i := range out {
+		out[i].Name = "dom_" + out[i].Name
+	}
+	return out
 }

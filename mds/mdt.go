@@ -110,7 +110,17 @@ type Config struct {
 	// proto.DefaultDoMMax); negative: it keeps no file data and refuses
 	// layouts with pattern=mdt (dom.go).
 	DoMMax int64
+	// DoMInline is the largest file data the MDT keeps as values of its
+	// store's index rather than as a file each (default
+	// DefaultDoMInline, at most ost.MaxInline; negative: none): see
+	// ost/inline.go.
+	DoMInline int
 }
+
+// DefaultDoMInline is Config.DoMInline unless configured: a small file
+// (mdtest-hard's 3901 bytes, a source file, a job script) costs no file
+// of its own on the MDT.
+const DefaultDoMInline = 64 << 10
 
 // DefaultCacheSize is an MDT's block cache unless configured.
 const DefaultCacheSize = 256 << 20
@@ -334,7 +344,7 @@ func Open(cfg Config) (*MDT, error) {
 	}
 	prevCounters := m.Srv.Counters
 	m.Srv.Counters = func() []rpc.Counter {
-		return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters(), m.locks.Counters(), m.storeCounters())
+		return slices.Concat(prevCounters(), m.windowCounters(), m.lostCounters(), m.locks.Counters(), m.storeCounters(), m.domCounters())
 	}
 	m.wg.Add(2)
 	go m.committer()

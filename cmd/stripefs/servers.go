@@ -40,7 +40,7 @@ func reserveFlag(f *pflag.FlagSet, then string) *diskspace.Reserve {
 
 func mdsCmd() *cobra.Command {
 	var cfg mds.Config
-	var listen, advertise, domMax string
+	var listen, advertise, domMax, domInline string
 	cmd := &cobra.Command{
 		Use:   "mds --index N --data DIR --listen ADDR [--mgs ADDR]",
 		Short: "Run one metadata target (MDT0 also serves the cluster map)",
@@ -64,6 +64,9 @@ func mdsCmd() *cobra.Command {
 			}
 			cfg.CacheSize <<= 20
 			if cfg.DoMMax, err = parseDoMMax(domMax); err != nil {
+				return err
+			}
+			if cfg.DoMInline, err = parseDoMInline(domInline); err != nil {
 				return err
 			}
 			switch {
@@ -120,6 +123,7 @@ func mdsCmd() *cobra.Command {
 	f.Int64Var(&cfg.CacheSize, "cache-mb", mds.DefaultCacheSize>>20, "the MDT's metadata (block) cache, MiB")
 	f.StringVar(&domMax, "dom-max", "1M",
 		"largest Data-on-MDT component this MDT keeps (Lustre's dom_stripesize): a multiple of 64k up to 64M; 0: it keeps no file data")
+	domInlineFlag(f, &domInline)
 	cfg.Reserve = reserveFlag(f, "new inodes, entries and xattrs get ENOSPC")
 	f.DurationVar(&cfg.EvictAfter, "evict-after", mds.DefaultEvictAfter,
 		"evict a client of the client table that has had no connection this long: its changes are committed and a restart no longer waits for it (0: never)")
@@ -231,6 +235,26 @@ func advertised(explicit, listened string) string {
 		return explicit
 	}
 	return listened
+}
+
+// domInlineFlag adds --dom-inline, read by parseDoMInline.
+func domInlineFlag(f *pflag.FlagSet, v *string) {
+	f.StringVar(v, "dom-inline", "64k",
+		fmt.Sprintf("Data-on-MDT file data up to this size is kept in the MDT's store index rather than as a file each (at most %dk; 0: a file each)", ost.MaxInline>>10))
+}
+
+// parseDoMInline reads --dom-inline as mds.Config.DoMInline spells it.
+func parseDoMInline(s string) (int, error) {
+	n, err := parseLfsSize(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--dom-inline: %w", err)
+	case n == 0:
+		return -1, nil
+	case n < 0 || n > ost.MaxInline:
+		return 0, fmt.Errorf("--dom-inline %s: at most %dk, or 0", s, ost.MaxInline>>10)
+	}
+	return int(n), nil
 }
 
 // parseDoMMax reads --dom-max as mds.Config.DoMMax spells it.

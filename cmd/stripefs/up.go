@@ -22,6 +22,7 @@ func upCmd() *cobra.Command {
 	var nf nfsFlags
 	var nfsAddr string
 	var shortcut bool
+	var domInline string
 	cmd := &cobra.Command{
 		Use:   "up --data DIR --mount MNT [--mdts 2] [--osts 4] [--nfs ADDR]",
 		Short: "Run a whole filesystem on this machine and mount it (the embedded default)",
@@ -51,6 +52,9 @@ client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
 			}
 			if _, err := os.Stat(spec.DataDir + "/cluster.json"); err != nil {
 				spec.MDTs, spec.OSTs = or(spec.MDTs, 2), or(spec.OSTs, 4)
+			}
+			if spec.DoMInline, err = parseDoMInline(domInline); err != nil {
+				return err
 			}
 			if err := os.MkdirAll(mnt, 0o755); err != nil {
 				return err
@@ -106,6 +110,7 @@ client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
 	f.BoolVar(&shortcut, "shortcut", true, "let the mount and the servers in this process talk over in-process pipes instead of their sockets (other processes still use the sockets)")
 	f.DurationVar(&spec.ClientWindow, "recovery-window", 5*time.Second,
 		"how long restarted MDTs wait for other clients to replay (this process's own mount comes back as a new client, so the window only serves mounts from elsewhere)")
+	domInlineFlag(f, &domInline)
 	f.StringVar(&mnt, "mount", "", "mount point")
 	f.IntVar(&spec.MDTs, "mdts", 2, "number of MDTs (first start only)")
 	f.IntVar(&spec.OSTs, "osts", 4, "number of OSTs (first start only)")
