@@ -62,6 +62,11 @@ type MdtestPhase struct {
 	OpsPerS float64 `json:"ops_per_s"`
 	MinOpsS float64 `json:"min_ops_per_s"`
 	MaxOpsS float64 `json:"max_ops_per_s"`
+	// RPCs is what the phase cost the stripefs mount under Dir, per
+	// item and by method (counted from the mount's own counters, so
+	// writes still cached when a phase ends count in the next one);
+	// absent on other filesystems.
+	RPCs map[string]float64 `json:"rpcs_per_op,omitempty"`
 }
 
 // MdtestResult is a whole run.
@@ -199,6 +204,7 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 					return nil, fmt.Errorf("mdtest: drop the dentry cache (needs root): %w", err)
 				}
 			}
+			before, _, rpcErr := mountCalls(cfg.Dir)
 			start := time.Now()
 			var wg sync.WaitGroup
 			errs := make(chan error, cfg.Procs)
@@ -236,6 +242,11 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 			s.MaxOpsS = max(s.MaxOpsS, rate)
 			s.Ops += n
 			s.Seconds += secs
+			if rpcErr == nil {
+				if after, _, err := mountCalls(cfg.Dir); err == nil {
+					s.addRPCs(before, after)
+				}
+			}
 		}
 		for t := 0; t < cfg.Procs; t++ {
 			_ = os.Remove(taskDir(t, iter)) // fails, as it should, while items are left (-C)
@@ -244,9 +255,25 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 	for _, ph := range phases {
 		s := stats[ph.name]
 		s.OpsPerS = float64(s.Ops) / s.Seconds
+		for m := range s.RPCs {
+			s.RPCs[m] /= float64(s.Ops)
+		}
 		res.Phases = append(res.Phases, *s)
 	}
 	return res, nil
+}
+
+// addRPCs adds the calls made between two counts (summed; divided by
+// the items at the end).
+func (s *MdtestPhase) addRPCs(before, after map[string]int64) {
+	if s.RPCs == nil {
+		s.RPCs = map[string]float64{}
+	}
+	for m, n := range after {
+		if d := n - before[m]; d > 0 {
+			s.RPCs[m] += float64(d)
+		}
+	}
 }
 
 // writeAll writes b to fd, however the kernel splits it.
@@ -291,7 +318,15 @@ func (r *MdtestResult) WriteTable(w io.Writer) error {
 	for _, p := range r.Phases {
 		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t\n", p.Phase, p.MaxOpsS, p.MinOpsS, p.OpsPerS)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range r.Phases {
+		if p.RPCs != nil {
+			fmt.Fprintf(w, "%s: RPCs per item %s\n", p.Phase, formatCalls(p.RPCs))
+		}
+	}
+	return nil
 }
 
 // WriteJSON prints one JSON object.

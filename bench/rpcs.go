@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -336,16 +337,17 @@ func (r *RPCsResult) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 func (r *RPCsResult) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "rpcs: the mount's RPCs per operation, %d of each, in %s\n", r.Config.Reps, r.Config.Dir)
 	for _, op := range r.Ops {
-		methods := make([]string, 0, len(op.ByMethod))
-		for m := range op.ByMethod {
-			methods = append(methods, m)
-		}
-		slices.Sort(methods)
-		parts := make([]string, len(methods))
-		for i, m := range methods {
-			parts[i] = fmt.Sprintf("%s %.2g", m, op.ByMethod[m])
-		}
-		fmt.Fprintf(w, "  %-22s %6.2f   %s\n", op.Op, op.PerOp, strings.Join(parts, ", "))
+		fmt.Fprintf(w, "  %-22s %6.2f   %s\n", op.Op, op.PerOp, formatCalls(op.ByMethod))
 	}
 	return nil
+}
+
+// formatCalls prints calls per operation by method, in name order.
+func formatCalls(byMethod map[string]float64) string {
+	methods := slices.Sorted(maps.Keys(byMethod))
+	parts := make([]string, len(methods))
+	for i, m := range methods {
+		parts[i] = fmt.Sprintf("%s %.2g", m, byMethod[m])
+	}
+	return strings.Join(parts, ", ")
 }
