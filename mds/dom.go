@@ -64,39 +64,42 @@ func (m *MDT) sizeFromWrite(next rpc.Handler) rpc.Handler {
 		if !ok {
 			return rep, nil
 		}
-		if err := m.mergeFromWrite(ctx, req.Obj.FID, req.FileSize, req.Mtime); err != nil {
+		a, err := m.mergeFromWrite(ctx, req.Obj.FID, req.FileSize, req.Mtime)
+		if err != nil {
 			m.logf(slog.LevelDebug, "size from a data-on-MDT write to %s: %v", req.Obj, err)
 			return rep, nil
 		}
 		out.SizeSet = true
+		ar := m.withBlocks(&proto.AttrReply{Attr: a}, a)
+		out.Attr, out.Blocks, out.HasBlocks = a, ar.Blocks, ar.HasBlocks
 		return rep, nil
 	}
 }
 
 // mergeFromWrite raises fid's size and mtime to what a write reports, if
-// the caller may write the file.
-func (m *MDT) mergeFromWrite(ctx context.Context, fid proto.FID, size uint64, mtime int64) error {
+// the caller may write the file, and returns the attributes it left.
+func (m *MDT) mergeFromWrite(ctx context.Context, fid proto.FID, size uint64, mtime int64) (proto.Attr, error) {
 	if err := m.writable(ctx, "setattr", fid); err != nil {
-		return err
+		return proto.Attr{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.getInode(fid)
 	if err != nil {
-		return err
+		return proto.Attr{}, err
 	}
 	if n.Attr.Mode&sIFMT != sIFREG {
-		return m.errorf("setattr", fid.String(), syscall.EINVAL)
+		return proto.Attr{}, m.errorf("setattr", fid.String(), syscall.EINVAL)
 	}
 	if c := m.cred(ctx); !m.mayWrite(ctx, &n.Attr, c) {
-		return m.denied("setattr (size from writes)", fid, c, syscall.EACCES)
+		return proto.Attr{}, m.denied("setattr (size from writes)", fid, c, syscall.EACCES)
 	}
 	if !mergeWrites(&n.Attr, size, mtime) {
-		return nil
+		return n.Attr, nil
 	}
 	b := m.newBatch(context.Background())
 	m.putInode(b, n)
-	return m.commit(b, false)
+	return n.Attr, m.commit(b, false)
 }
 
 // domMax is the largest Data-on-MDT component this MDT accepts: 0 when it

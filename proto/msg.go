@@ -430,6 +430,12 @@ type OWriteReply struct {
 	OverQuota bool
 	// SizeSet: the MDT recorded the request's FileSize and Mtime.
 	SizeSet bool
+	// With SizeSet, the file's attributes as the write left them, and
+	// (HasBlocks) its allocated 512-byte blocks when the MDT holds all of
+	// its data: the writer's next stat needs no round trip.
+	Attr      Attr
+	Blocks    uint64
+	HasBlocks bool
 }
 
 type OReadReq struct {
