@@ -795,3 +795,92 @@ func TestXattrsAcrossMounts(t *testing.T) {
 		t.Error("asked twice with nothing changed, the mount asked the MDT both times")
 	}
 }
+
+// A file's attributes while a mount holds its Update lock: the kernel
+// drops them after every write, and the mount answers the next stat from
+// what the MDT last said (no getattr RPC), and the kernel keeps names and
+// attributes for as long as the lock (a minute here, not a second). Every
+// change another mount makes, or this one makes by name, shows at once:
+// the checks below do not wait.
+func TestAttrsAcrossMounts(t *testing.T) {
+	c, mnts := coherent(t, 2)
+	a, b := mnts[0], mnts[1]
+	must(t, os.Mkdir(filepath.Join(a, "dom"), 0o755))
+	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(a, "dom"))...)
+	for _, dir := range []string{"dom", "."} {
+		t.Run(dir, func(t *testing.T) {
+			pa, pb := filepath.Join(a, dir, "f"), filepath.Join(b, dir, "f")
+			stat := func(p string) syscall.Stat_t {
+				t.Helper()
+				var st syscall.Stat_t
+				must(t, syscall.Stat(p, &st))
+				return st
+			}
+			want := func(what string, p string, size int64, mode uint32, nlink uint64) {
+				t.Helper()
+				st := stat(p)
+				if st.Size != size || st.Mode&0o7777 != mode || st.Nlink != nlink {
+					t.Fatalf("%s: %s has size %d mode %o nlink %d, want %d %o %d", what, p, st.Size, st.Mode&0o7777, st.Nlink, size, mode, nlink)
+				}
+				if size > 0 && st.Blocks == 0 {
+					t.Fatalf("%s: %s has %d bytes in no blocks", what, p, size)
+				}
+			}
+			writeFile(t, pa, make([]byte, 3901))
+			must(t, os.Chmod(pa, 0o644))
+			want("written here", pa, 3901, 0o644, 1)
+			hits, getattrs := clientCounter(t, a, "file_attr_hits"), methodCalls(t, a, "getattr")
+			f, err := os.OpenFile(pa, os.O_WRONLY|os.O_APPEND, 0)
+			must(t, err)
+			_, err = f.Write([]byte("more"))
+			must(t, err)
+			must(t, f.Close())
+			want("appended here", pa, 3905, 0o644, 1) // the write dropped the kernel's attributes
+			if clientCounter(t, a, "file_attr_hits") == hits {
+				t.Error("a stat after this mount's own write was not answered from the kept attributes")
+			}
+			if n := methodCalls(t, a, "getattr"); n != getattrs {
+				t.Errorf("a stat after this mount's own write cost %d getattr RPCs", n-getattrs)
+			}
+			want("seen there", pb, 3905, 0o644, 1)
+			must(t, os.Chmod(pb, 0o600))
+			want("chmod there", pa, 3905, 0o600, 1)
+			g, err := os.OpenFile(pb, os.O_WRONLY|os.O_APPEND, 0)
+			must(t, err)
+			_, err = g.Write(make([]byte, 95))
+			must(t, err)
+			must(t, g.Close())
+			want("appended there", pa, 4000, 0o600, 1)
+			must(t, os.Truncate(pb, 10))
+			want("truncated there", pa, 10, 0o600, 1)
+			must(t, os.Link(pa, pa+".link"))
+			want("linked here", pa, 10, 0o600, 2)
+			must(t, os.Remove(pa+".link"))
+			want("unlinked here", pa, 10, 0o600, 1)
+			must(t, os.Link(pb, pb+".link"))
+			want("linked there", pa, 10, 0o600, 2)
+			must(t, os.Rename(pb, pb+".moved"))
+			if _, err := os.Stat(pa); !os.IsNotExist(err) {
+				t.Fatalf("renamed there: the old name here: %v", err)
+			}
+			want("renamed there", pa+".moved", 10, 0o600, 2)
+			must(t, os.Remove(pb+".link"))
+			want("unlinked there", pa+".moved", 10, 0o600, 1)
+			must(t, os.Remove(pa+".moved"))
+			if _, err := os.Stat(pb + ".moved"); !os.IsNotExist(err) {
+				t.Fatalf("removed here: there: %v", err)
+			}
+		})
+	}
+}
+
+// methodCalls is how many RPCs of method the mount at mnt has sent.
+func methodCalls(t *testing.T, mnt, method string) int64 {
+	t.Helper()
+	for _, m := range clientStats(t, mnt).Methods {
+		if m.Name == method {
+			return m.Calls
+		}
+	}
+	return 0
+}

@@ -17,8 +17,8 @@ var rpcCounts = map[string]float64{
 	"stat_cached":           0,
 	"getxattr_absent":       0, // answered under the Update lock (2 RPCs a file of ls -l before)
 	"create_write_4k_close": 5, // the create grants the write lock and says who owns the blocks (no enqueue, no owner RPC)
-	"open_read_close_4k":    5, // open, getattr and the objects' blocks (st_blocks), read, close
-	"open_read_close_8m":    12,
+	"open_read_close_4k":    4, // open, the objects' blocks (st_blocks), read, close: the open's attributes answer the getattr (5 before)
+	"open_read_close_8m":    11,
 	"rename":                4,
 	"unlink":                2, // the objects are destroyed by the client
 	"mkdir":                 2,
@@ -30,7 +30,7 @@ var rpcCounts = map[string]float64{
 	// Data-on-MDT: the same RPCs, the data ones to the MDT; its
 	// attributes come with the blocks (no ost_getattr).
 	"create_write_4k_close_dom": 4, // the data carries the size: no setattr
-	"open_read_close_4k_dom":    4,
+	"open_read_close_4k_dom":    3,
 	"stat_uncached_4k_dom":      2,
 }
 

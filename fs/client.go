@@ -127,6 +127,7 @@ type Client struct {
 
 	locks  lockTable  // what the client holds of the lock service (locks.go)
 	xattrs xattrCache // extended attributes under Update locks (xattrcache.go)
+	fattrs fileAttrs  // regular files' attributes under Update locks (fileattrs.go)
 	flocks flockTable // its application locks (flock.go)
 }
 
@@ -401,6 +402,8 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 		return err
 	}
 	call := &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]}
+	kept := c.attrsAround(fid, method, req) // fileattrs.go
+	defer func() { kept(resp, err) }()
 	switch {
 	case method == proto.MRename:
 		defer c.dirs.changingAll()()

@@ -17,6 +17,7 @@ type counters struct {
 	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.Client.Direct)
 	directMDTCalls       atomic.Int64 // metadata calls an MDT in this process ran in the caller's goroutine
 	dirAttrHits          atomic.Int64 // getattrs of a directory answered from this client's change in it (dirattrs.go)
+	fileAttrHits         atomic.Int64 // getattrs of a regular file answered under its Update lock (fileattrs.go)
 	peakDirty            atomic.Int64
 	grantShort           atomic.Int64 // writes the grants could not cover
 	grantAsks            atomic.Int64 // empty writes that asked an OST for a first grant
@@ -53,6 +54,7 @@ func (c *Client) Counters() []Counter {
 		{"direct_writes", c.counters.directWrites.Load()},
 		{"direct_mdt_calls", c.counters.directMDTCalls.Load()},
 		{"dir_attr_hits", c.counters.dirAttrHits.Load()},
+		{"file_attr_hits", c.counters.fileAttrHits.Load()},
 		{"grant_bytes", c.grantBytes()},
 		{"grant_short_writes", c.counters.grantShort.Load()},
 		{"grant_asks", c.counters.grantAsks.Load()},

@@ -500,6 +500,7 @@ func (c *Client) cancelHere(l *heldLock, bare bool) (proto.LVB, bool) {
 func (c *Client) dropData(l *heldLock) proto.LVB {
 	var lvb proto.LVB
 	if st := c.openState(l.d.Res); st != nil {
+		upd := c.locks.heldUpdate(st.fid) // before st.mu: the lock table's mutex is not taken under it
 		if l.d.Mode == proto.LockPW {
 			if err := c.flushRange(st, l.d.Start, l.d.End); err != nil {
 				// Without the lock the data cannot be kept: the program
@@ -511,12 +512,11 @@ func (c *Client) dropData(l *heldLock) proto.LVB {
 		st.mu.Lock()
 		c.dropReadaheadRange(st, l.d.Start, l.d.End)
 		if l.d.Mode == proto.LockPW && st.dirty {
-			// The answer carries the size to the MDT, which merges it
-			// before anyone else is granted: reported.
 			// The answer carries the size to the MDT, which merges it as
 			// it reads the answer, before any later request of ours.
 			lvb = proto.LVB{Valid: true, Size: st.size, Mtime: st.mtime}
 			st.dirty = false
+			c.fattrs.spoil(st.fid, upd)
 		}
 		if !c.holdsOtherData(st.fid, l) {
 			st.lockedSize = false

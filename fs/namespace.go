@@ -60,6 +60,10 @@ func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error
 		c.counters.dirAttrHits.Add(1)
 		return &a, nil
 	}
+	if a, ok := c.cachedAttr(fid); ok {
+		c.counters.fileAttrHits.Add(1)
+		return a, nil
+	}
 	done := c.locks.startGrant()
 	defer done()
 	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid, Want: c.wantBits(fid, proto.LockUpdate)}, &r); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/stripefs/stripefs/fs/extent"
 	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 )
 
 // The write-back cache. A file's dirty data is kept in chunks: aligned
@@ -327,20 +328,39 @@ func (c *Client) sendPiece(ctx context.Context, fid proto.FID, lay proto.Layout,
 				call.BulkOut = append(call.BulkOut, ch.buf[r.Start:r.End])
 			}
 		}
-		if err == nil && su != nil && len(ranges) == 0 {
-			req := call.Req.(*proto.OWriteReq)
-			req.SetSize, req.FileSize, req.Mtime = true, su.size, su.mtime
-		}
-		if err == nil {
+		switch {
+		case err != nil:
+		case su != nil && len(ranges) == 0:
+			err = c.sendSizing(ctx, fid, ost, call, su)
+		default:
 			err = c.ostDo(ctx, ost, call)
 		}
 		if err != nil {
 			return fmt.Errorf("flush %s at %d: %w", fid, ch.idx*size+batch[0].Start, err)
 		}
-		if r, ok := call.Resp.(*proto.OWriteReply); ok && su != nil && r.SizeSet {
-			su.set = true
-		}
 		c.noteGrant(ost, call)
+	}
+	return nil
+}
+
+// sendSizing sends a Data-on-MDT write that carries su, the file's size
+// and mtime, to its MDT: a change of the file's attributes, whose reply
+// says what they became (fileattrs.go, blocks.go).
+func (c *Client) sendSizing(ctx context.Context, fid proto.FID, ost uint32, call *rpc.Call, su *sizeUpdate) error {
+	req := call.Req.(*proto.OWriteReq)
+	req.SetSize, req.FileSize, req.Mtime = true, su.size, su.mtime
+	held, stamp := c.locks.heldUpdate(fid), c.attrStamp()
+	changed := c.fattrs.changing(fid)
+	err := c.ostDo(ctx, ost, call)
+	r, ok := call.Resp.(*proto.OWriteReply)
+	if err != nil || !ok || !r.SizeSet {
+		changed(nil, 0, 0)
+		return err
+	}
+	changed(&r.Attr, stamp, held)
+	su.set = true
+	if r.HasBlocks {
+		c.noteBlocks(&r.Attr, r.Blocks)
 	}
 	return nil
 }
