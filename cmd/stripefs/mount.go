@@ -109,6 +109,7 @@ programs using the mount see no error.`,
 	f.StringVarP(&opts, "options", "o", "", "mount options")
 	f.DurationVar(&mo.AttrTimeout, "attr-timeout", time.Second, "kernel attribute cache timeout")
 	f.DurationVar(&mo.EntryTimeout, "entry-timeout", time.Second, "kernel name cache timeout")
+	f.DurationVar(&mo.LockedTimeout, "locked-timeout", fusefs.DefaultLockedTimeout, "how long the kernel may keep a name or a file's attributes while this client holds the lock that guards it (its callback drops them sooner)")
 	f.BoolVar(&background, "background", false, "return once mounted, leaving the daemon running")
 	f.StringVar(&logFile, "log", "", "with --background: where the daemon logs (default: discarded)")
 	f.BoolVar(&takeover, "takeover", false, "take the live mount at MOUNTPOINT over from its daemon (after an upgrade): programs using it see no error; the old daemon exits. Its command line is used again")

@@ -24,8 +24,20 @@ import (
 type Options struct {
 	EntryTimeout time.Duration
 	AttrTimeout  time.Duration
-	Flock        FlockMode // flock.go
+	// LockedTimeout is how long the kernel may keep a name, or a regular
+	// file's attributes, while the client holds the lock that guards it
+	// (the lock's callback drops it sooner), when longer than the two
+	// above (zero: never longer); a zero EntryTimeout or AttrTimeout
+	// still caches nothing.
+	// Lustre keeps them for as long as the lock: a bound only limits
+	// what a lost callback could leave stale.
+	LockedTimeout time.Duration
+	Flock         FlockMode // flock.go
 }
+
+// DefaultLockedTimeout is a mount's Options.LockedTimeout unless set
+// (DefaultMountOptions).
+const DefaultLockedTimeout = time.Minute
 
 // FS is a fuse.RawFileSystem over an fs.Client.
 type FS struct {
@@ -54,9 +66,10 @@ type FS struct {
 // for as long as the kernel would have kept them (fs.Client.KeepDirAttrs).
 func New(c *fs.Client, opts Options) *FS {
 	c.KeepDirAttrs(opts.AttrTimeout)
-	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), nodes: nodes{c.Root()}, c: c, opts: opts, handles: map[uint64]any{}, notify: newNotifier(nodes{c.Root()}, opts.EntryTimeout),
+	f := &FS{RawFileSystem: fuse.NewDefaultRawFileSystem(), nodes: nodes{c.Root()}, c: c, opts: opts, handles: map[uint64]any{},
 		flockMode: opts.Flock, lockOwners: map[uint64]map[uint64]bool{}}
-	c.SetInvalidator(f.notify, max(opts.EntryTimeout, opts.AttrTimeout))
+	f.notify = newNotifier(nodes{c.Root()}, f.lockedTimeout(opts.EntryTimeout))
+	c.SetInvalidator(f.notify, max(f.lockedTimeout(opts.EntryTimeout), f.lockedTimeout(opts.AttrTimeout)))
 	f.gate.init()
 	return f
 }
@@ -66,18 +79,33 @@ func New(c *fs.Client, opts Options) *FS {
 // other clients' writes); a directory's and the rest's for the mount's
 // timeout, as close-to-open filesystems keep them.
 func (f *FS) attrTimeout(a *proto.Attr) time.Duration {
-	if a.Mode&syscall.S_IFMT == syscall.S_IFREG && !f.c.CachesAttr(a.FID) {
+	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return f.opts.AttrTimeout
+	}
+	if !f.c.CachesAttr(a.FID) {
 		return 0
 	}
-	return f.opts.AttrTimeout
+	return f.lockedTimeout(f.opts.AttrTimeout)
 }
 
 // attrTimeoutWith is attrTimeout given the locks held (fs.Client.Caches).
 func (f *FS) attrTimeoutWith(a *proto.Attr, held uint8) time.Duration {
-	if a.Mode&syscall.S_IFMT == syscall.S_IFREG && held&proto.LockUpdate == 0 {
+	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return f.opts.AttrTimeout
+	}
+	if held&proto.LockUpdate == 0 {
 		return 0
 	}
-	return f.opts.AttrTimeout
+	return f.lockedTimeout(f.opts.AttrTimeout)
+}
+
+// lockedTimeout is how long the kernel may keep what a held lock guards,
+// given the mount's timeout for it (Options.LockedTimeout).
+func (f *FS) lockedTimeout(base time.Duration) time.Duration {
+	if base <= 0 || !f.c.Coherent() {
+		return base
+	}
+	return max(base, f.opts.LockedTimeout)
 }
 
 func (f *FS) String() string { return "stripefs" }
@@ -140,7 +168,7 @@ func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.Entr
 	held := f.c.Caches(a.FID)
 	var et time.Duration
 	if name != "." && name != ".." && held&proto.LockLookup != 0 {
-		et = f.opts.EntryTimeout
+		et = f.lockedTimeout(f.opts.EntryTimeout)
 		if f.c.Coherent() {
 			f.notify.cached(a.FID, parent, name)
 		}

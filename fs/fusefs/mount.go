@@ -37,9 +37,9 @@ type MountOptions struct {
 }
 
 // DefaultMountOptions are what a bare mount gets: one-second kernel caches
-// and kernel permission checks.
+// (a minute for what a held lock guards) and kernel permission checks.
 func DefaultMountOptions() MountOptions {
-	return MountOptions{Options: Options{EntryTimeout: time.Second, AttrTimeout: time.Second}, DefaultPermissions: true,
+	return MountOptions{Options: Options{EntryTimeout: time.Second, AttrTimeout: time.Second, LockedTimeout: DefaultLockedTimeout}, DefaultPermissions: true,
 		ReadAheadKB: DefaultReadAheadKB}
 }
 
@@ -75,16 +75,19 @@ func (o *MountOptions) ParseOptions(s string) error {
 			o.Flock = FlockLocal
 		case "noflock":
 			o.Flock = FlockNone
-		case "attr_timeout", "entry_timeout":
+		case "attr_timeout", "entry_timeout", "locked_timeout":
 			secs, err := strconv.ParseFloat(v, 64)
 			if !hasV || err != nil || secs < 0 {
 				return fmt.Errorf("mount option %s needs a number of seconds, got %q", k, v)
 			}
 			d := time.Duration(secs * float64(time.Second))
-			if k == "attr_timeout" {
+			switch k {
+			case "attr_timeout":
 				o.AttrTimeout = d
-			} else {
+			case "entry_timeout":
 				o.EntryTimeout = d
+			default:
+				o.LockedTimeout = d
 			}
 		case "fsname":
 			o.FSName = v

@@ -1,0 +1,42 @@
+package fusefs
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// ParseOptions is what mount(8) and fstab lines reach: the timeouts in
+// seconds (fractions allowed), a bad value refused with the option's name.
+func TestParseOptionsTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		opts                string
+		attr, entry, locked time.Duration
+		err                 string
+	}{
+		{opts: "", attr: time.Second, entry: time.Second, locked: DefaultLockedTimeout},
+		{opts: "locked_timeout=300", attr: time.Second, entry: time.Second, locked: 300 * time.Second},
+		{opts: "attr_timeout=0.5,entry_timeout=2,locked_timeout=0", attr: 500 * time.Millisecond, entry: 2 * time.Second, locked: 0},
+		{opts: "no_default_permissions,locked_timeout=10", attr: time.Second, entry: 0, locked: 10 * time.Second},
+		{opts: "locked_timeout", err: "locked_timeout needs a number of seconds"},
+		{opts: "locked_timeout=-1", err: "locked_timeout needs a number of seconds"},
+		{opts: "locked_timeout=1m", err: "locked_timeout needs a number of seconds"},
+		{opts: "lockedtimeout=1", err: `unknown mount option "lockedtimeout"`},
+	} {
+		o := DefaultMountOptions()
+		err := o.ParseOptions(tc.opts)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one saying %q", tc.opts, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.opts, err)
+			continue
+		}
+		if o.AttrTimeout != tc.attr || o.EntryTimeout != tc.entry || o.LockedTimeout != tc.locked {
+			t.Errorf("%q: attr %v entry %v locked %v, want %v %v %v", tc.opts, o.AttrTimeout, o.EntryTimeout, o.LockedTimeout, tc.attr, tc.entry, tc.locked)
+		}
+	}
+}
