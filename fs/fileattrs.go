@@ -36,9 +36,13 @@ type fileAttrs struct {
 }
 
 type fileAttr struct {
-	busy  int    // changes in flight
-	last  uint64 // clock at the file's last event
-	has   bool
+	busy int    // changes in flight
+	last uint64 // clock at the file's last event
+	has  bool
+	// at is the clock when attr was last known true: an event on every
+	// file after it (all) spoils attr. Not cleared one by one: mdtest's
+	// removal phase is an unlink per file, each such an event.
+	at    uint64
 	attr  proto.Attr
 	stamp uint64 // the attrStamp of the request that brought attr
 	lock  uint64 // the Update lock it was given under
@@ -103,7 +107,7 @@ func (f *fileAttrs) changing(fid proto.FID) (done func(a *proto.Attr, stamp, loc
 		f.clock++
 		e.last, e.has = f.clock, false
 		if alone && a != nil && lock != 0 && lock != e.spoiled && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			e.has, e.attr, e.stamp, e.lock = true, *a, stamp, lock
+			e.has, e.at, e.attr, e.stamp, e.lock = true, f.clock, *a, stamp, lock
 		}
 	}
 }
@@ -132,9 +136,6 @@ func (f *fileAttrs) forgetAll() {
 	defer f.mu.Unlock()
 	f.clock++
 	f.all = f.clock
-	for _, e := range f.m {
-		e.has = false
-	}
 }
 
 // keep records a's attributes, the MDT's answer to a request that left
@@ -150,7 +151,7 @@ func (f *fileAttrs) keep(a *proto.Attr, since, stamp, lock uint64) {
 	if f.all > since || e.busy > 0 || e.last > since || e.spoiled == lock {
 		return
 	}
-	e.has, e.attr, e.stamp, e.lock = true, *a, stamp, lock
+	e.has, e.at, e.attr, e.stamp, e.lock = true, since, *a, stamp, lock
 }
 
 // kept is what keep recorded of fid, if no change of it is in flight,
@@ -159,7 +160,7 @@ func (f *fileAttrs) kept(fid proto.FID) (a proto.Attr, stamp, lock uint64, ok bo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e := f.m[fid]
-	if e == nil || !e.has || e.busy > 0 {
+	if e == nil || !e.has || e.busy > 0 || f.all > e.at {
 		return proto.Attr{}, 0, 0, false
 	}
 	return e.attr, e.stamp, e.lock, true
