@@ -212,8 +212,10 @@ func (o *OST) punchInline(id proto.ObjID, size uint64) (done bool, err error) {
 		}
 	}
 	cur = cur[:min(uint64(len(cur)), size)]
-	if err := o.dropTags(id, size); err != nil {
-		return false, err
+	if !had { // an inline object has none (writeInline)
+		if err := o.dropTags(id, size); err != nil {
+			return false, err
+		}
 	}
 	rec.Inline = true
 	return true, o.space.shrink(id, rec, had, o.inlineAlloc(len(cur)), size, false, cur)
