@@ -829,7 +829,7 @@ func TestAttrsAcrossMounts(t *testing.T) {
 			writeFile(t, pa, make([]byte, 3901))
 			must(t, os.Chmod(pa, 0o644))
 			want("written here", pa, 3901, 0o644, 1)
-			hits, getattrs := clientCounter(t, a, "file_attr_hits"), methodCalls(t, a, "getattr")
+			hits, getattrs := clientCounter(t, a, "file_attr_hits"), rpcCalls(t, a, "getattr")
 			f, err := os.OpenFile(pa, os.O_WRONLY|os.O_APPEND, 0)
 			must(t, err)
 			_, err = f.Write([]byte("more"))
@@ -839,7 +839,7 @@ func TestAttrsAcrossMounts(t *testing.T) {
 			if clientCounter(t, a, "file_attr_hits") == hits {
 				t.Error("a stat after this mount's own write was not answered from the kept attributes")
 			}
-			if n := methodCalls(t, a, "getattr"); n != getattrs {
+			if n := rpcCalls(t, a, "getattr"); n != getattrs {
 				t.Errorf("a stat after this mount's own write cost %d getattr RPCs", n-getattrs)
 			}
 			want("seen there", pb, 3905, 0o644, 1)
@@ -872,15 +872,4 @@ func TestAttrsAcrossMounts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// methodCalls is how many RPCs of method the mount at mnt has sent.
-func methodCalls(t *testing.T, mnt, method string) int64 {
-	t.Helper()
-	for _, m := range clientStats(t, mnt).Methods {
-		if m.Name == method {
-			return m.Calls
-		}
-	}
-	return 0
 }
