@@ -38,6 +38,11 @@ func (r *Record) Unmarshal(b []byte) error {
 		for i, u := range p.Updates {
 			r.Updates[i] = Update{Kind: u.Kind, MDT: u.Mdt, FID: u.Fid.Value(), Parent: u.Parent.Value(), Name: string(u.Name),
 				Mode: u.Mode, Delta: u.Delta, Time: u.Time, Inode: u.Inode}
+			if len(u.Inode) == 0 {
+				// A present but empty field reads as empty, an absent one
+				// as nil; Marshal writes neither: both are no inode.
+				r.Updates[i].Inode = nil
+			}
 		}
 	}
 	return nil
