@@ -30,7 +30,7 @@ var rpcCounts = map[string]float64{
 	// Data-on-MDT: the same RPCs, the data ones to the MDT; its
 	// attributes come with the blocks (no ost_getattr).
 	"create_write_4k_close_dom": 4, // the data carries the size: no setattr
-	"open_read_close_4k_dom":    3,
+	"open_read_close_4k_dom":    2, // the data comes with the open (read-on-open)
 	"stat_uncached_4k_dom":      2,
 }
 

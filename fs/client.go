@@ -128,7 +128,11 @@ type Client struct {
 	locks  lockTable  // what the client holds of the lock service (locks.go)
 	xattrs xattrCache // extended attributes under Update locks (xattrcache.go)
 	fattrs fileAttrs  // regular files' attributes under Update locks (fileattrs.go)
-	flocks flockTable // its application locks (flock.go)
+	// dataGen counts what may change file data here (a write open, a
+	// truncate): an open's data is kept only if none came while the open
+	// was on its way (opendata.go).
+	dataGen atomic.Uint64
+	flocks  flockTable // its application locks (flock.go)
 }
 
 // Connect reads the cluster map from the MGS and returns a client.

@@ -13,6 +13,7 @@ type counters struct {
 	ecUnrecoverable      atomic.Int64 // EC rows a reader could not rebuild (EIO)
 	readaheadHits        atomic.Int64
 	readaheadBytes       atomic.Int64
+	openDataKept         atomic.Int64 // small files' data that came with their open (opendata.go)
 	localReads           atomic.Int64 // reads lent from an OST's object file in this process (view.go)
 	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.Client.Direct)
 	directMDTCalls       atomic.Int64 // metadata calls an MDT in this process ran in the caller's goroutine
@@ -50,6 +51,7 @@ func (c *Client) Counters() []Counter {
 		{"ec_unrecoverable_reads", c.counters.ecUnrecoverable.Load()},
 		{"readahead_hits", c.counters.readaheadHits.Load()},
 		{"readahead_bytes", c.counters.readaheadBytes.Load()},
+		{"open_data_kept", c.counters.openDataKept.Load()},
 		{"local_reads", c.counters.localReads.Load()},
 		{"direct_writes", c.counters.directWrites.Load()},
 		{"direct_mdt_calls", c.counters.directMDTCalls.Load()},

@@ -81,14 +81,26 @@ func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, err
 	var r proto.AttrReply
 	done := c.locks.startGrant()
 	defer done()
-	if err := c.mdtCall(ctx, fid, proto.MOpen, &proto.OpenReq{FID: fid, Flags: uint32(flags), Want: c.wantBits(fid, proto.LockUpdate)}, &r); err != nil {
+	req := &proto.OpenReq{FID: fid, Flags: uint32(flags), Want: c.wantBits(fid, proto.LockUpdate)}
+	gen, held, ask := c.askData(fid, flags) // opendata.go
+	if ask {
+		req.ReadData, req.ReadDataHeld = proto.MaxReadData, held != nil
+	}
+	if err := c.mdtCall(ctx, fid, proto.MOpen, req, &r); err != nil {
 		return nil, err
 	}
 	c.noteAttrLock(uint32(fid.MDT()), fid, &r.Attr, r.Lock)
-	return c.newFile(&r.Attr, flags), nil
+	f := c.newFile(&r.Attr, flags)
+	if ask && (r.Data.ID != 0 || len(r.Bytes) > 0) {
+		c.keepOpenData(f.st, &r, gen, held)
+	}
+	return f, nil
 }
 
 func (c *Client) newFile(a *proto.Attr, flags int) *File {
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		c.dataGen.Add(1) // a writer: an open's data on its way may predate its writes (opendata.go)
+	}
 	c.filesMu.Lock()
 	defer c.filesMu.Unlock()
 	st := c.files[a.FID]

@@ -6,8 +6,20 @@ import "github.com/stripefs/stripefs/proto"
 // opened a new file for writing is granted the write lock of all of it)
 // as an enqueue's grant is taken: the first write then needs no enqueue.
 func (c *Client) noteDataLock(st *inodeState, d proto.LockDesc, a *proto.Attr) {
+	if l := c.takeDataLock(st, d, a); l != nil {
+		st.mu.Lock()
+		st.intent = l
+		st.mu.Unlock()
+	}
+	c.trimLRU()
+}
+
+// takeDataLock adds to the lock table a data lock on st's file granted
+// with a reply that said a (nil if d is none), as an enqueue's grant is
+// added. The caller trims the LRU.
+func (c *Client) takeDataLock(st *inodeState, d proto.LockDesc, a *proto.Attr) *heldLock {
 	if d.Kind != proto.LockExtent || d.Res != st.fid {
-		return
+		return nil
 	}
 	st.mu.Lock()
 	if !st.lockedSize {
@@ -16,12 +28,8 @@ func (c *Client) noteDataLock(st *inodeState, d proto.LockDesc, a *proto.Attr) {
 	st.mu.Unlock()
 	t := &c.locks
 	t.mu.Lock()
-	l := t.addLocked(d, uint32(st.fid.MDT()))
-	t.mu.Unlock()
-	st.mu.Lock()
-	st.intent = l
-	st.mu.Unlock()
-	c.trimLRU()
+	defer t.mu.Unlock()
+	return t.addLocked(d, uint32(st.fid.MDT()))
 }
 
 // unusedIntent gives back, here, a create's write lock on a file that is

@@ -97,6 +97,7 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	var r proto.AttrReply
 	var st *inodeState // the open file whose size this sets; its mu held
 	if req.Valid&proto.SetSize != 0 {
+		c.dataGen.Add(1) // before the cut leaves: an open's data on its way predates it (opendata.go)
 		st = c.openState(req.FID)
 		// A size change takes the whole file from every other client: they
 		// flush what they wrote before the cut, and forget what they knew

@@ -27,6 +27,9 @@ type raChunk struct {
 	data  []byte // the chunk's bytes; shorter at end of file
 	err   error
 	refs  atomic.Int32
+	// given: the bytes came with the open (opendata.go), for the reads
+	// that follow it; a reader's pattern does not drop them.
+	given bool
 }
 
 func (ch *raChunk) hold() { ch.refs.Add(1) }
@@ -138,7 +141,9 @@ func (c *Client) dropFetched(st *inodeState) {
 	for idx, ch := range st.ra.chunks {
 		select {
 		case <-ch.ready:
-			c.releaseRA(st, idx)
+			if !ch.given {
+				c.releaseRA(st, idx)
+			}
 		default:
 		}
 	}
@@ -276,6 +281,9 @@ func (c *Client) readFromAhead(ctx context.Context, chunks map[int64]*raChunk, s
 		}
 		if err := waitFetch(ctx, ch); err != nil {
 			return false, err
+		}
+		if base := idx * size; min(off+int64(len(p)), base+size)-base > int64(len(ch.data)) {
+			return false, nil // a chunk that ends at end of file, read past
 		}
 	}
 	for idx := first; idx <= last; idx++ {

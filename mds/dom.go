@@ -102,6 +102,49 @@ func (m *MDT) mergeFromWrite(ctx context.Context, fid proto.FID, size uint64, mt
 	return n.Attr, m.commit(b, false)
 }
 
+// readOnOpen adds to a read-only open's reply the data of a small file
+// whose data this MDT holds, with a read lock on all of it, if the lock
+// can be granted at once (Lustre's DoM read-on-open): the read that
+// follows the open then costs no round trip. The lock comes first, then
+// the inode and the data: a writer after the grant calls the lock back
+// before it changes either. A client that says it holds a data lock on
+// all of the file (held) gets none: one more per file read would crowd
+// its lock LRU (mdtest's read phase, after its creates).
+func (m *MDT) readOnOpen(ctx context.Context, max uint32, held bool, rep *proto.AttrReply) {
+	small := func(a proto.Attr) bool {
+		l := a.Layout
+		return a.Mode&sIFMT == sIFREG && a.Size > 0 && a.Size <= uint64(max) && a.Size <= l.DoMEnd() &&
+			len(l.OSTs) == 1 && l.OSTs[0] == proto.DoMTarget(uint32(m.cfg.Index))
+	}
+	c, ok := rpc.CallerFrom(ctx)
+	if m.dom == nil || !ok || !small(rep.Attr) {
+		return
+	}
+	fid := rep.Attr.FID
+	var d proto.LockDesc
+	if !held {
+		if d = m.locks.TryRead(c.Client, c.Name, fid); d.ID == 0 {
+			return
+		}
+	}
+	withdraw := func() {
+		if d.ID != 0 {
+			m.locks.Withdraw(d.ID)
+		}
+	}
+	n, err := m.getInode(fid)
+	if err != nil || !small(n.Attr) {
+		withdraw()
+		return
+	}
+	buf := make([]byte, n.Attr.Size)
+	if _, _, ok, err := m.dom.ReadInline(proto.ObjID{FID: fid}, 0, buf); err != nil || !ok {
+		withdraw()
+		return
+	}
+	rep.Attr, rep.Data, rep.Bytes = n.Attr, d, buf
+}
+
 // domMax is the largest Data-on-MDT component this MDT accepts: 0 when it
 // keeps no file data.
 func (m *MDT) domMax() uint64 {

@@ -252,7 +252,11 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 	}
 	m.mu.Unlock()
 	m.glimpse(ctx, &n.Attr) // without m.mu: it waits for other clients
-	return &proto.AttrReply{Attr: n.Attr, Lock: g}, nil
+	rep := &proto.AttrReply{Attr: n.Attr, Lock: g}
+	if r.ReadData > 0 && !perm.Writes(r.Flags) {
+		m.readOnOpen(ctx, min(r.ReadData, proto.MaxReadData), r.ReadDataHeld, rep) // dom.go
+	}
+	return rep, nil
 }
 
 // close drops an open, records the size and mtime the client's writes

@@ -289,6 +289,17 @@ func (o *OST) spillFile(of *objFile, rec objRecord, data []byte) (after, size ui
 	return o.allocated(of)
 }
 
+// ReadInline reads an inline object's bytes at off into buf, as an
+// ost_read would (an MDT's open reply carries a small Data-on-MDT file's
+// data): n bytes read, the object's size; ok is false when the object is
+// missing or a file's.
+func (o *OST) ReadInline(id proto.ObjID, off uint64, buf []byte) (n int, size uint64, ok bool, err error) {
+	mu := o.lock(id)
+	mu.RLock()
+	defer mu.RUnlock()
+	return o.readInline(id, off, buf)
+}
+
 // inlineReply answers an ost_read of an inline object; ok is false when
 // the object is not inline.
 func (o *OST) inlineReply(req *proto.OReadReq, tag []byte) (rep rpc.Reply, ok bool, err error) {

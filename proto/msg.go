@@ -144,6 +144,9 @@ type AttrReply struct {
 	HasOwner bool
 	Owner    Owner
 	Data     LockDesc
+	// Bytes are the file's data from offset 0 to its size, which an open
+	// asked for (OpenReq.ReadData), under the read lock in Data.
+	Bytes []byte
 	// HasBlocks: Blocks is the file's allocated 512-byte blocks, which the
 	// MDT knows when it holds all of the file's data (Data-on-MDT), so a
 	// stat asks no other target.
@@ -325,7 +328,20 @@ type OpenReq struct {
 	FID   FID
 	Flags uint32
 	Want  uint8 // as GetattrReq's
+	// ReadData asks, with a read-only open, for the data of a
+	// Data-on-MDT file of up to this many bytes with the reply (Lustre's
+	// DoM read-on-open): AttrReply.Bytes, under the read lock in
+	// AttrReply.Data. The MDT gives it when it holds all of the file's
+	// data and can grant the lock at once.
+	ReadData uint32
+	// ReadDataHeld: the client holds a data lock on all of the file (its
+	// create's write lock): the data comes without a lock of its own.
+	ReadDataHeld bool
 }
+
+// MaxReadData bounds OpenReq.ReadData: the largest Data-on-MDT file an
+// open's reply carries.
+const MaxReadData = 64 << 10
 
 type CloseReq struct {
 	FID   FID

@@ -379,6 +379,17 @@ func (s *Service) TryBits(client string, res proto.FID, bits uint8) (g proto.Loc
 // reply (no other client can hold one yet), so the first write needs no
 // enqueue. The zero desc if not.
 func (s *Service) TryWrite(client, name string, res proto.FID) proto.LockDesc {
+	return s.tryWhole(client, name, res, ldlm.PW)
+}
+
+// TryRead is TryWrite's read lock: an open that carries a small file's
+// data (Data-on-MDT read-on-open) grants it with the data, which stays
+// the client's to read until a writer calls the lock back.
+func (s *Service) TryRead(client, name string, res proto.FID) proto.LockDesc {
+	return s.tryWhole(client, name, res, ldlm.PR)
+}
+
+func (s *Service) tryWhole(client, name string, res proto.FID, mode ldlm.Mode) proto.LockDesc {
 	if client == "" || s.IsEvicted(client) {
 		return proto.LockDesc{}
 	}
@@ -387,7 +398,7 @@ func (s *Service) TryWrite(client, name string, res proto.FID) proto.LockDesc {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l, _, err := s.ns.Enqueue(ldlm.Request{Res: res, Client: client, Kind: ldlm.KindExtent, Mode: ldlm.PW, End: proto.LockEOF, Try: true})
+	l, _, err := s.ns.Enqueue(ldlm.Request{Res: res, Client: client, Kind: ldlm.KindExtent, Mode: mode, End: proto.LockEOF, Try: true})
 	if err != nil || l == nil || !l.Granted {
 		return proto.LockDesc{}
 	}
