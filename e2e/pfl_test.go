@@ -251,7 +251,9 @@ func TestPFLBadLayouts(t *testing.T) {
 		{[]string{"-E", "8M", "-E", "4M", "-E", "-1"}, "is empty"},
 		{[]string{"-E", "-1", "-E", "8M"}, "reaches EOF but is not the last"},
 		{[]string{"-E", "1536k", "-S", "1M", "-E", "-1"}, "not a multiple of its stripe size"},
-		{[]string{"-E", "1M", "-E", "-1", "--ec", "1+1"}, "erasure coding within a composite layout"},
+		{[]string{"-E", "1M", "-E", "-1", "--ec", "2+1"}, "must start and end on its rows of 2097152 bytes"},
+		{[]string{"-E", "2M", "-E", "-1", "--ec", "2+1"}, "needs 3 OSTs, the filesystem has 2"},
+		{[]string{"-E", "2M", "--ec", "1+1", "-E", "-1"}, "one erasure-coded component"},
 		{[]string{"-E", "2M", "-L", "mdt", "-E", "-1"}, "the MDT refused a Data-on-MDT component of 2097152 bytes"},
 		{[]string{"-E", "1M", "-E", "2M", "-L", "mdt", "-E", "-1"}, "only the first component may be on the MDT"},
 		{[]string{"-E", "2+1"}, "erasure coding is --ec"},
@@ -299,6 +301,14 @@ func TestDoMFsx(t *testing.T) {
 	compositeFsx(t, "extent=0-131072 pattern=mdt;extent=131072-2097152 stripe_count=2;extent=2097152-EOF stripe_count=-1")
 }
 
+// TestECComponentFsx is TestPFLFsx over Data-on-MDT, a plain component
+// and an erasure-coded one from 256 KiB (rows of 128 KiB): writes,
+// truncates and mappings cross from the MDT to plain stripes to rows,
+// whose parity fsck's scrub then checks.
+func TestECComponentFsx(t *testing.T) {
+	compositeFsx(t, "extent=0-131072 pattern=mdt;extent=131072-262144 stripe_count=2 stripe_size=65536;extent=262144-EOF stripe_size=65536 ec=2+1")
+}
+
 // compositeFsx runs the fsx model in directories whose default is lay,
 // a composite layout of three components.
 func compositeFsx(t *testing.T, lay string) {
@@ -323,6 +333,11 @@ func compositeFsx(t *testing.T, lay string) {
 	t.Logf("fsx: files by instantiated components: %v; layout_intents %d", inst, rpcCalls(t, mnt, "layout_intent"))
 	x.finish(c)
 	sfRun(t, c, "fsck", mnt)
+	if strings.Contains(lay, "ec=") {
+		if out := sfRun(t, c, "scrub", mnt); !strings.Contains(out, " 0 rows with findings") || strings.Contains(out, " 0 erasure-coded files") {
+			t.Fatalf("scrub after fsx:\n%s", out)
+		}
+	}
 }
 
 // TestPFLThroughNFS copies files into composite directories, one with

@@ -159,13 +159,13 @@ type unitIO struct {
 	wantTag   bool
 }
 
-// readUnit reads len(buf) bytes of object obj at unitOff+in (unitOff is
-// where the unit starts) in RPC-sized pieces, and returns how far into buf
-// the object holds bytes and, if asked, the unit's tag; the rest of buf is
-// zeroed.
-func (c *Client) readUnit(ctx context.Context, fid proto.FID, lay proto.Layout, obj int, unitOff, in uint64, buf []byte, how unitIO) (int, []byte, error) {
-	ost := lay.OSTs[obj]
-	id := proto.ObjID{FID: fid, Stripe: uint32(obj)}
+// readUnit reads len(buf) bytes of the part's object obj at unitOff+in
+// (unitOff is where the unit starts) in RPC-sized pieces, and returns how
+// far into buf the object holds bytes and, if asked, the unit's tag; the
+// rest of buf is zeroed.
+func (c *Client) readUnit(ctx context.Context, fid proto.FID, ep layout.ECPart, obj int, unitOff, in uint64, buf []byte, how unitIO) (int, []byte, error) {
+	ost := ep.Layout.OSTs[obj]
+	id := proto.ObjID{FID: fid, Stripe: ep.Stripe(obj)}
 	sem := c.ostSem(ost)
 	var tag []byte
 	n := 0
@@ -201,14 +201,14 @@ func (c *Client) readUnit(ctx context.Context, fid proto.FID, lay proto.Layout, 
 // tag; data may be shorter than the unit, or empty for a tag-only write.
 // A write larger than one RPC goes in pieces, the tag with the last, after
 // the others landed: a unit whose tag is stored is whole.
-func (c *Client) writeUnit(ctx context.Context, fid proto.FID, lay proto.Layout, r uint64, j int, in uint64, data []byte, tag layout.Tag) error {
-	g := layout.ECOf(lay)
+func (c *Client) writeUnit(ctx context.Context, fid proto.FID, ep layout.ECPart, r uint64, j int, in uint64, data []byte, tag layout.Tag) error {
+	g := ep.Geometry()
 	obj, objOff := g.UnitAt(r, j)
 	if hook := c.opts.DropECWrite; hook != nil && hook(fid, r, j) {
 		return nil
 	}
-	ost := lay.OSTs[obj]
-	id := proto.ObjID{FID: fid, Stripe: uint32(obj)}
+	ost := ep.Layout.OSTs[obj]
+	id := proto.ObjID{FID: fid, Stripe: ep.Stripe(obj)}
 	sem := c.ostSem(ost)
 	for done := 0; ; {
 		ln := min(len(data)-done, maxRPC)
@@ -236,13 +236,37 @@ func (c *Client) writeUnit(ctx context.Context, fid proto.FID, lay proto.Layout,
 	}
 }
 
-// codecOf returns the codec of an erasure-coded layout, checking it
-// first: layouts come from the wire.
-func codecOf(lay proto.Layout) (*layout.Codec, error) {
-	if err := lay.CheckFile(); err != nil {
+// ecRow returns the erasure-coded part of lay if chunk idx of a file with
+// that layout is one of the part's rows (chunkSize makes the chunks of
+// such a file its rows): that chunk is written whole rows at a time, with
+// parity (sendRow), and fetched by fetchRow.
+func ecRow(lay proto.Layout, idx int64) (layout.ECPart, bool) {
+	ep, ok := layout.ECPartOf(lay)
+	if !ok || idx < 0 || !ep.HasRow(uint64(idx)) {
+		return layout.ECPart{}, false
+	}
+	return ep, true
+}
+
+// ecLockAlign is what the extent locks on a file with layout lay are
+// widened to: the rows of its erasure-coded part, if it has one (the
+// whole file's locks, which are then a little wider than they need be
+// outside it), else 0.
+func ecLockAlign(lay proto.Layout) uint64 {
+	if ep, ok := layout.ECPartOf(lay); ok && lay.CheckFile() == nil {
+		return ep.Geometry().RowSize()
+	}
+	return 0
+}
+
+// codecOf returns the codec of a file's erasure-coded part, checking it
+// first: layouts come from the wire, and a component may have no objects
+// yet.
+func codecOf(ep layout.ECPart) (*layout.Codec, error) {
+	if err := ep.Layout.CheckFile(); err != nil {
 		return nil, err
 	}
-	cd, err := layout.NewCodec(layout.ECOf(lay))
+	cd, err := layout.NewCodec(ep.Geometry())
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, syscall.EIO)
 	}
@@ -253,8 +277,11 @@ func codecOf(lay proto.Layout) (*layout.Codec, error) {
 // data units, parity and tags. knownEnd bounds the data this client knows
 // to be on the OSTs; data units starting at or past it are zeros and are
 // not read. The chunk's buffer receives the row's other bytes.
-func (c *Client) sendRow(ctx context.Context, fid proto.FID, lay proto.Layout, ch *chunk, knownEnd uint64) error {
-	cd, err := codecOf(lay)
+func (c *Client) sendRow(ctx context.Context, fid proto.FID, ep layout.ECPart, ch *chunk, knownEnd uint64) error {
+	cd, err := codecOf(ep)
+	if err == nil && len(ch.buf) != int(cd.G.RowSize()) {
+		err = fmt.Errorf("a chunk of %d bytes for rows of %d: %w", len(ch.buf), cd.G.RowSize(), syscall.EIO) // the layout was not valid when the file was opened
+	}
 	if err != nil {
 		return fmt.Errorf("flush %s: %w", fid, err)
 	}
@@ -299,7 +326,7 @@ func (c *Client) sendRow(ctx context.Context, fid proto.FID, lay proto.Layout, c
 		rg.Go(func() error {
 			buf := getBuf(u)
 			defer putBuf(buf)
-			n, tag, err := c.readUnit(ctx, fid, lay, obj, objOff, 0, buf, unitIO{wantTag: true})
+			n, tag, err := c.readUnit(ctx, fid, ep, obj, objOff, 0, buf, unitIO{wantTag: true})
 			if err != nil {
 				return err
 			}
@@ -361,10 +388,10 @@ func (c *Client) sendRow(ctx context.Context, fid proto.FID, lay proto.Layout, c
 	}
 	wg, wctx := errgroup.WithContext(ctx)
 	for _, w := range writes {
-		wg.Go(func() error { return c.writeUnit(wctx, fid, lay, r, w.j, uint64(w.in), w.data, tags[w.j]) })
+		wg.Go(func() error { return c.writeUnit(wctx, fid, ep, r, w.j, uint64(w.in), w.data, tags[w.j]) })
 	}
 	for i := range parity {
-		wg.Go(func() error { return c.writeUnit(wctx, fid, lay, r, k+i, 0, parity[i][:plen], ptags[i]) })
+		wg.Go(func() error { return c.writeUnit(wctx, fid, ep, r, k+i, 0, parity[i][:plen], ptags[i]) })
 	}
 	if err := wg.Wait(); err != nil {
 		return fmt.Errorf("flush %s: %w", fid, err)
@@ -391,22 +418,22 @@ func dirtySpan(ch *chunk, lo, hi int64) (first, end int64, any bool) {
 // resealRow rewrites the tags and parity of row r of an erasure-coded
 // file from the data units on the OSTs (none at or past end), as after a
 // truncate cut it.
-func (c *Client) resealRow(fid proto.FID, lay proto.Layout, r uint64, end uint64) error {
-	size := int64(layout.ECOf(lay).RowSize())
+func (c *Client) resealRow(fid proto.FID, ep layout.ECPart, r uint64, end uint64) error {
+	size := int64(ep.Geometry().RowSize())
 	ch := &chunk{idx: int64(r), buf: getBuf(size)}
 	defer putBuf(ch.buf)
-	return c.sendRow(context.Background(), fid, lay, ch, end)
+	return c.sendRow(context.Background(), fid, ep, ch, end)
 }
 
-// ecRead reads p at off from the data units of an erasure-coded file.
-// Rows with a unit that cannot be read are fetched whole, rebuilt from
-// parity (fetchRow), and kept as read-ahead chunks for the reads that
-// follow. The caller overlays this client's unflushed data.
-func (c *Client) ecRead(ctx context.Context, st *inodeState, lay proto.Layout, p []byte, off int64) error {
-	if err := lay.CheckFile(); err != nil {
+// ecRead reads p at off, which the file's erasure-coded part holds, from
+// its data units. Rows with a unit that cannot be read are fetched whole,
+// rebuilt from parity (fetchRow), and kept as read-ahead chunks for the
+// reads that follow. The caller overlays this client's unflushed data.
+func (c *Client) ecRead(ctx context.Context, st *inodeState, ep layout.ECPart, p []byte, off int64) error {
+	if err := ep.Layout.CheckFile(); err != nil {
 		return err
 	}
-	g := layout.ECOf(lay)
+	lay, g := ep.Layout, ep.Geometry()
 	rowSize := int64(g.RowSize())
 	var mu sync.Mutex
 	failed := map[int64]bool{}
@@ -422,7 +449,7 @@ func (c *Client) ecRead(ctx context.Context, st *inodeState, lay proto.Layout, p
 		buf := p[m.FileOff-uint64(off):][:m.Len]
 		in := m.ObjOff % g.Unit
 		eg.Go(func() error {
-			_, _, err := c.readUnit(ctx, st.fid, lay, m.Stripe, m.ObjOff-in, in, buf, unitIO{fast: true, mustExist: true})
+			_, _, err := c.readUnit(ctx, st.fid, ep, m.Stripe, m.ObjOff-in, in, buf, unitIO{fast: true, mustExist: true})
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -491,8 +518,11 @@ func copyRow(ctx context.Context, ch *raChunk, p []byte, off, base, rowSize int6
 // units, back to back). Its data units are read first; if any cannot be
 // (its OST down, an error, its object lost), every other unit that can be
 // is read with its tag and the row rebuilt: a degraded read.
-func (c *Client) fetchRow(ctx context.Context, fid proto.FID, lay proto.Layout, r uint64, dst []byte) error {
-	cd, err := codecOf(lay)
+func (c *Client) fetchRow(ctx context.Context, fid proto.FID, ep layout.ECPart, r uint64, dst []byte) error {
+	cd, err := codecOf(ep)
+	if err == nil && len(dst) < int(cd.G.RowSize()) {
+		err = fmt.Errorf("%s: a buffer of %d bytes for rows of %d: %w", fid, len(dst), cd.G.RowSize(), syscall.EIO)
+	}
 	if err != nil {
 		return err
 	}
@@ -502,7 +532,7 @@ func (c *Client) fetchRow(ctx context.Context, fid proto.FID, lay proto.Layout, 
 	read := func(j int, buf []byte, how unitIO) func() error {
 		return func() error {
 			obj, objOff := g.UnitAt(r, j)
-			n, tag, err := c.readUnit(ctx, fid, lay, obj, objOff, 0, buf, how)
+			n, tag, err := c.readUnit(ctx, fid, ep, obj, objOff, 0, buf, how)
 			if err == nil {
 				units[j] = layout.Unit{Data: buf, Extent: n, Tag: tag}
 			}
@@ -544,7 +574,7 @@ func (c *Client) fetchRow(ctx context.Context, fid proto.FID, lay proto.Layout, 
 				continue
 			}
 			obj, _ := g.UnitAt(r, j)
-			down := c.ostDown(lay.OSTs[obj])
+			down := c.ostDown(ep.Layout.OSTs[obj])
 			switch {
 			case round == 0 && down, round == 1 && down:
 				continue

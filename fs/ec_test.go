@@ -12,6 +12,7 @@ import (
 	"github.com/stripefs/stripefs/cluster"
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/internal/testcluster"
+	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -49,7 +50,9 @@ func readAll(ctx context.Context, f *fs.File, n int) ([]byte, error) {
 // writes, reads, truncates, fsyncs and reopens, with up to M OSTs left out
 // of reads at random, and checks every read against a flat buffer. Rows
 // are small (64 KiB units) so that writes cover whole and partial rows,
-// and sizes fall anywhere in a row.
+// and sizes fall anywhere in a row. The composite layouts have an
+// erasure-coded component after a plain one, last or in the middle, so
+// writes, reads and truncates cross from plain stripes to rows and back.
 func TestECAgainstFlatBuffer(t *testing.T) {
 	c, _ := startWith(t, 1, 6, fs.Options{})
 	ctx := context.Background()
@@ -60,24 +63,35 @@ func TestECAgainstFlatBuffer(t *testing.T) {
 		{"stripe_size=65536 ec=4+2", 2},
 		{"stripe_size=131072 ec=2+1", 1},
 		{"stripe_size=65536 ec=3+3", 3},
+		{"extent=0-262144 stripe_size=65536 stripe_count=2\nextent=262144-EOF stripe_size=65536 ec=4+2", 2},
+		{"extent=0-131072 stripe_size=65536 stripe_count=1\nextent=131072-655360 stripe_size=65536 ec=2+1\nextent=655360-EOF ec=none stripe_count=3", 1},
 	}
-	for seed := int64(1); seed <= 6; seed++ {
+	for seed := int64(1); seed <= 10; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		lay := layouts[seed%int64(len(layouts))]
 		a, f := createWithLayout(t, c, fmt.Sprintf("ec%d", seed), lay.spec)
-		if !a.Layout.IsEC() || len(a.Layout.OSTs) != int(a.Layout.StripeCount) {
+		if ep, ok := layout.ECPartOf(a.Layout); !ok || a.Layout.IsEC() == a.Layout.IsComposite() || a.Layout.IsEC() && !ep.Instantiated() {
 			t.Fatalf("layout %+v", a.Layout)
 		}
 		var model []byte
+		degraded := fs.CounterOf(c, "degraded_reads")
 		down := map[uint32]bool{}
 		setDown := func(n int) {
 			for o := range down {
 				fs.SetOSTDown(c, o, false)
 			}
 			clear(down)
-			for _, i := range rng.Perm(len(a.Layout.OSTs))[:n] {
-				down[a.Layout.OSTs[i]] = true
-				fs.SetOSTDown(c, a.Layout.OSTs[i], true)
+			cur, err := c.Getattr(ctx, a.FID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, _ := layout.ECPartOf(cur.Layout) // only its OSTs: the plain stripes have no redundancy
+			if !ep.Instantiated() {
+				return
+			}
+			for _, i := range rng.Perm(len(ep.Layout.OSTs))[:n] {
+				down[ep.Layout.OSTs[i]] = true
+				fs.SetOSTDown(c, ep.Layout.OSTs[i], true)
 			}
 		}
 		for op := 0; op < 250; op++ {
@@ -131,6 +145,12 @@ func TestECAgainstFlatBuffer(t *testing.T) {
 		}
 		g.Release(ctx)
 		setDown(0)
+		// Each file's rows were rebuilt from parity at least once, the
+		// composite ones' in their erasure-coded component.
+		cur, err := c.Getattr(ctx, a.FID)
+		if ep, ok := layout.ECPartOf(cur.Layout); err != nil || !ok || !ep.Instantiated() || fs.CounterOf(c, "degraded_reads") == degraded {
+			t.Fatalf("seed %d: layout %q (%v): degraded reads %d before the file, %d after", seed, cur.Layout, err, degraded, fs.CounterOf(c, "degraded_reads"))
+		}
 	}
 	if fs.CounterOf(c, "degraded_reads") == 0 || fs.CounterOf(c, "ec_unrecoverable_reads") != 0 {
 		t.Fatalf("degraded_reads %d, ec_unrecoverable_reads %d", fs.CounterOf(c, "degraded_reads"), fs.CounterOf(c, "ec_unrecoverable_reads"))

@@ -27,7 +27,8 @@ type RowFinding struct {
 	Error         string `json:"error,omitempty"` // the repair's writes failed
 }
 
-// ECFileReport is the check of one erasure-coded file.
+// ECFileReport is the check of one erasure-coded file (or of the
+// erasure-coded component of a composite one: its rows only).
 type ECFileReport struct {
 	FID      proto.FID    `json:"fid"`
 	Rows     uint64       `json:"rows"`
@@ -45,28 +46,33 @@ type ECCheck struct {
 }
 
 // CheckEC checks (and repairs) every row of the erasure-coded file a
-// describes. Writers of the file should be quiet meanwhile: a row being
-// rewritten may look damaged, and its repair may undo the write.
+// describes, or of its erasure-coded component. Writers of the file should
+// be quiet meanwhile: a row being rewritten may look damaged, and its
+// repair may undo the write.
 func (c *Client) CheckEC(ctx context.Context, a *proto.Attr, how ECCheck) (*ECFileReport, error) {
-	lay := a.Layout
-	if !lay.IsEC() {
+	ep, ok := layout.ECPartOf(a.Layout)
+	if !ok {
 		return nil, fmt.Errorf("%s: not an erasure-coded file: %w", a.FID, syscall.EINVAL)
 	}
-	cd, err := codecOf(lay)
+	first, end := ep.Rows(a.Size)
+	rep := &ECFileReport{FID: a.FID, Rows: end - first}
+	if end == first || !ep.Instantiated() {
+		return rep, nil // no write reached the component: no objects, nothing to check
+	}
+	cd, err := codecOf(ep)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", a.FID, err)
 	}
 	g := cd.G
-	rep := &ECFileReport{FID: a.FID, Rows: g.Rows(a.Size)}
-	lost := make([]bool, g.N()) // by object
+	lost := make([]bool, g.N()) // by object of the part
 	if how.Lost {
 		how.Repair = true
-		for obj, ost := range lay.OSTs {
+		for obj, ost := range ep.Layout.OSTs {
 			if ost == how.LostOST {
 				lost[obj] = true
 				// Recreate the object even if no row gives it data, so
 				// that reads do not take it for lost.
-				call, err := c.writeCall(ctx, a.FID, ost, proto.ObjID{FID: a.FID, Stripe: uint32(obj)}, 0, nil)
+				call, err := c.writeCall(ctx, a.FID, ost, proto.ObjID{FID: a.FID, Stripe: ep.Stripe(obj)}, 0, nil)
 				if err == nil {
 					err = c.ostDo(ctx, ost, call)
 				}
@@ -82,7 +88,7 @@ func (c *Client) CheckEC(ctx context.Context, a *proto.Attr, how ECCheck) (*ECFi
 		bufs[j] = make([]byte, g.Unit)
 	}
 	var firstErr error
-	for r := uint64(0); r < rep.Rows; r++ {
+	for r := first; r < end; r++ {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
@@ -93,7 +99,7 @@ func (c *Client) CheckEC(ctx context.Context, a *proto.Attr, how ECCheck) (*ECFi
 			unitLost[j] = lost[obj]
 			units[j] = layout.Unit{}
 			eg.Go(func() error {
-				n, tag, err := c.readUnit(ctx, a.FID, lay, obj, objOff, 0, bufs[j], unitIO{fast: true, wantTag: true})
+				n, tag, err := c.readUnit(ctx, a.FID, ep, obj, objOff, 0, bufs[j], unitIO{fast: true, wantTag: true})
 				if err == nil {
 					units[j] = layout.Unit{Data: bufs[j], Extent: n, Tag: tag}
 				}
@@ -112,7 +118,7 @@ func (c *Client) CheckEC(ctx context.Context, a *proto.Attr, how ECCheck) (*ECFi
 		if how.Repair && len(writes) > 0 {
 			wg, wctx := errgroup.WithContext(ctx)
 			for _, w := range writes {
-				wg.Go(func() error { return c.writeUnit(wctx, a.FID, lay, r, w.Index, 0, w.Data, w.Tag) })
+				wg.Go(func() error { return c.writeUnit(wctx, a.FID, ep, r, w.Index, 0, w.Data, w.Tag) })
 			}
 			if err := wg.Wait(); err != nil {
 				f.Error = err.Error()

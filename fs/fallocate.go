@@ -97,8 +97,8 @@ func (f *File) fallocateObjects(ctx context.Context, obj uint8, off, end uint64)
 	st.mu.Lock()
 	lay, size := st.layout, max(st.size, a.Size)
 	st.mu.Unlock()
-	if lay.IsEC() && obj != proto.FallocAllocate {
-		return 0, fmt.Errorf("fallocate: punching or zeroing an erasure-coded file: %w", syscall.EOPNOTSUPP)
+	if ep, ok := layout.ECPartOf(lay); ok && obj != proto.FallocAllocate && off < ep.End && end > ep.Start {
+		return 0, fmt.Errorf("fallocate: punching or zeroing an erasure-coded file or component: %w", syscall.EOPNOTSUPP)
 	}
 	owner, err := c.ownerOf(ctx, st.fid)
 	if err != nil {

@@ -249,14 +249,45 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 			return View{Data: p}, nil
 		}
 	}
-	if lay.IsEC() {
-		if err := f.c.ecRead(ctx, st, lay, p, off); err != nil {
-			return View{}, err
-		}
-		return View{Data: p}, nil
+	if err := f.c.readObjects(ctx, st, lay, p, off); err != nil {
+		return View{}, err
 	}
+	return View{Data: p}, nil
+}
+
+// readObjects reads p at off from the objects of st's file, with layout
+// lay: its erasure-coded part, if it has one, from data units (ecRead),
+// the rest stripe by stripe.
+func (c *Client) readObjects(ctx context.Context, st *inodeState, lay proto.Layout, p []byte, off int64) error {
+	start, end := uint64(off), uint64(off)+uint64(len(p))
+	if ep, ok := layout.ECPartOf(lay); ok && ep.Start < end && ep.End > start {
+		lo, hi := max(start, ep.Start), min(end, ep.End)
+		part := p[lo-start : hi-start]
+		if ep.Instantiated() {
+			if err := c.ecRead(ctx, st, ep, part, int64(lo)); err != nil {
+				return err
+			}
+		} else {
+			clear(part) // a component not instantiated: never written
+		}
+		if lo > start {
+			if err := c.readStripes(ctx, st, lay, p[:lo-start], off); err != nil {
+				return err
+			}
+		}
+		if hi < end {
+			return c.readStripes(ctx, st, lay, p[hi-start:], int64(hi))
+		}
+		return nil
+	}
+	return c.readStripes(ctx, st, lay, p, off)
+}
+
+// readStripes reads p at off, which no erasure-coded part of lay holds,
+// from its objects in parallel.
+func (c *Client) readStripes(ctx context.Context, st *inodeState, lay proto.Layout, p []byte, off int64) error {
 	g, gctx := errgroup.WithContext(ctx)
-	for _, ch := range layout.Map(lay, uint64(off), n) {
+	for _, ch := range layout.Map(lay, uint64(off), len(p)) {
 		for done := 0; done < ch.Len; {
 			ln := min(ch.Len-done, maxRPC)
 			buf := p[ch.FileOff-uint64(off)+uint64(done):][:ln]
@@ -271,7 +302,7 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 			g.Go(func() error {
 				var r proto.OReadReply
 				call := &rpc.Call{Method: proto.ORead, Req: &proto.OReadReq{Obj: obj, Off: objOff, Len: uint32(len(buf))}, Resp: &r, BulkIn: buf}
-				if err := f.c.ostDo(gctx, ost, call); err != nil {
+				if err := c.ostDo(gctx, ost, call); err != nil {
 					return err
 				}
 				clear(buf[call.NBulkIn:]) // hole or unwritten tail
@@ -280,10 +311,7 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 			done += ln
 		}
 	}
-	if err := g.Wait(); err != nil {
-		return View{}, err
-	}
-	return View{Data: p}, nil
+	return g.Wait()
 }
 
 // refreshSize learns the file's size from its MDT when a read up to end

@@ -134,8 +134,8 @@ func (c *Client) nearQuota(ctx context.Context, fid proto.FID) bool {
 // chunkCharge is what the buffer of chunk idx of a file with layout lay
 // and chunk size size charges to each of the OSTs it names.
 func chunkCharge(lay proto.Layout, size, idx int64) ([]uint32, int64) {
-	if lay.IsEC() {
-		return lay.OSTs, int64(layout.ECOf(lay).Unit)
+	if ep, ok := ecRow(lay, idx); ok {
+		return ep.Layout.OSTs, int64(ep.Geometry().Unit) // none for a component without objects: never dirty
 	}
 	ms := chunkPieces(lay, size, idx)
 	if len(ms) == 1 {

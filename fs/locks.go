@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -288,10 +287,9 @@ func (c *Client) dataLock(ctx context.Context, st *inodeState, mode uint8, start
 	if t.off {
 		return nil, func() {}, nil
 	}
-	if st.layout.IsEC() && st.layout.CheckFile() == nil {
+	if row := ecLockAlign(st.layout); row > 0 {
 		// A writer must hold whole rows: its partial-row RMW reads the
 		// rest of the row, which no one else may be writing.
-		row := layout.ECOf(st.layout).RowSize()
 		start = start / row * row
 		if end != proto.LockEOF {
 			end = min((end+row-1)/row*row, proto.LockEOF)
@@ -340,9 +338,7 @@ func (c *Client) enqueue(ctx context.Context, st *inodeState, mode uint8, start,
 	t := &c.locks
 	req := &proto.LockEnqueueReq{Lock: proto.LockDesc{Res: st.fid, Kind: proto.LockExtent, Mode: mode, Start: start, End: end},
 		Cookie: t.cookies.Add(1)}
-	if st.layout.IsEC() && st.layout.CheckFile() == nil {
-		req.Align = layout.ECOf(st.layout).RowSize()
-	}
+	req.Align = ecLockAlign(st.layout)
 	done := t.startGrant()
 	defer done()
 	t.enqueues.Add(1)

@@ -185,7 +185,8 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 // that row unable to rebuild a lost unit, EIO, never wrong).
 func (c *Client) punch(ctx context.Context, a *proto.Attr, size uint64) error {
 	lay := a.Layout
-	if lay.IsEC() {
+	ep, isEC := layout.ECPartOf(lay)
+	if isEC {
 		if err := lay.CheckFile(); err != nil {
 			return err
 		}
@@ -201,8 +202,10 @@ func (c *Client) punch(ctx context.Context, a *proto.Attr, size uint64) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if lay.IsEC() && size%layout.ECOf(lay).RowSize() != 0 {
-		return c.resealRow(a.FID, lay, size/layout.ECOf(lay).RowSize(), size)
+	if isEC && ep.Instantiated() && size%ep.Geometry().RowSize() != 0 {
+		if r := size / ep.Geometry().RowSize(); ep.HasRow(r) {
+			return c.resealRow(a.FID, ep, r, size)
+		}
 	}
 	return nil
 }

@@ -165,9 +165,9 @@ func (c *Client) fetchChunk(st *inodeState, idx int64) *raChunk {
 		defer c.bg.Done()
 		defer ch.unref()
 		defer close(ch.ready)
-		if lay.IsEC() {
+		if ep, ok := ecRow(lay, idx); ok && (ep.Instantiated() || !lay.IsComposite()) {
 			clear(ch.data) // a pooled buffer: units short at end of file must read as zeros
-			if ch.err = c.fetchRow(context.Background(), fid, lay, uint64(idx), ch.data); ch.err == nil {
+			if ch.err = c.fetchRow(context.Background(), fid, ep, uint64(idx), ch.data); ch.err == nil {
 				c.counters.readaheadBytes.Add(size)
 			}
 			return
@@ -193,13 +193,16 @@ func (c *Client) fetchPiece(fid proto.FID, lay proto.Layout, buf []byte, m layou
 	sem := c.ostSem(ost)
 	sem <- struct{}{}
 	defer func() { <-sem }()
-	var r proto.OReadReply
-	call := &rpc.Call{Method: proto.ORead, Req: &proto.OReadReq{Obj: proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}, Off: m.ObjOff, Len: uint32(len(buf))},
-		Resp: &r, BulkIn: buf}
-	if err := c.ostDo(context.Background(), ost, call); err != nil {
-		return err
+	for done := 0; done < len(buf); done += maxRPC { // a piece of a row-sized chunk may be larger than one RPC
+		piece := buf[done:min(len(buf), done+maxRPC)]
+		var r proto.OReadReply
+		call := &rpc.Call{Method: proto.ORead, Req: &proto.OReadReq{Obj: proto.ObjID{FID: fid, Stripe: uint32(m.Stripe)}, Off: m.ObjOff + uint64(done), Len: uint32(len(piece))},
+			Resp: &r, BulkIn: piece}
+		if err := c.ostDo(context.Background(), ost, call); err != nil {
+			return err
+		}
+		clear(piece[call.NBulkIn:])
 	}
-	clear(buf[call.NBulkIn:])
 	return nil
 }
 

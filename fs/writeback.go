@@ -46,10 +46,12 @@ type writeback struct {
 // and fits one RPC; for an erasure-coded file, a row (ec.go); for a
 // composite one, that divides every component's stripe size and end too,
 // so no chunk spans two objects (but across a Data-on-MDT component's
-// end).
+// end), unless it has an erasure-coded component: then a row of that, the
+// unit its writes need whole, so that chunks elsewhere in the file may
+// span objects (they are split by object when sent and fetched).
 func chunkSize(l proto.Layout) int64 {
-	if l.IsEC() && l.CheckFile() == nil {
-		return int64(layout.ECOf(l).RowSize())
+	if ep, ok := layout.ECPartOf(l); ok && l.CheckFile() == nil {
+		return int64(ep.Geometry().RowSize())
 	}
 	// A Data-on-MDT component is left out: a chunk may straddle its end
 	// (sendChunk and the read-ahead split such a chunk between the MDT's
@@ -169,7 +171,8 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 	}
 	lay := st.layout
 	var knownEnd uint64
-	if lay.IsEC() {
+	ep, isEC := ecRow(lay, ch.idx)
+	if isEC {
 		// The row's RMW must not take this flush's own data for data
 		// already on the OSTs; later ones must.
 		knownEnd = st.ecEnd
@@ -178,15 +181,15 @@ func (c *Client) startFlush(st *inodeState, ch *chunk) {
 		}
 	}
 	var su *sizeUpdate
-	if st.dirty && len(wb.dirty) == 0 && len(wb.flushing) == 1 && lay.DoMEnd() > 0 && !lay.IsEC() {
+	if st.dirty && len(wb.dirty) == 0 && len(wb.flushing) == 1 && lay.DoMEnd() > 0 && !isEC {
 		su = &sizeUpdate{size: st.size, mtime: st.mtime} // sendChunk sends it if the chunk's data all goes to the MDT
 	}
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
 		var err error
-		if lay.IsEC() {
-			err = c.sendRow(context.Background(), st.fid, lay, ch, knownEnd)
+		if isEC {
+			err = c.sendRow(context.Background(), st.fid, ep, ch, knownEnd)
 		} else {
 			err = c.sendChunk(context.Background(), st.fid, lay, wb.size, ch, su)
 		}
@@ -268,8 +271,11 @@ func dirtyPieces(lay proto.Layout, size int64, ch *chunk) []piece {
 		lo, hi := int64(m.FileOff-base), int64(m.FileOff-base)+int64(m.Len)
 		p := piece{m: m}
 		for _, r := range ch.dirty.Ranges() {
-			if s, e := max(r.Start, lo), min(r.End, hi); s < e {
-				p.ranges = append(p.ranges, extent.Range{Start: s, End: e})
+			// A range is at most one RPC's bulk: the chunks of a file
+			// with an erasure-coded component are its rows, larger than
+			// one elsewhere in the file.
+			for s, e := max(r.Start, lo), min(r.End, hi); s < e; s += maxRPC {
+				p.ranges = append(p.ranges, extent.Range{Start: s, End: min(e, s+maxRPC)})
 			}
 		}
 		if len(p.ranges) > 0 {
@@ -316,8 +322,13 @@ func (c *Client) sendPiece(ctx context.Context, fid proto.FID, lay proto.Layout,
 	sem <- struct{}{}
 	defer func() { <-sem }()
 	for ranges := p.ranges; len(ranges) > 0; {
-		batch := ranges[:min(len(ranges), proto.MaxWriteExtents)]
-		ranges = ranges[len(batch):]
+		n, bytes := 1, ranges[0].Len()
+		for n < min(len(ranges), proto.MaxWriteExtents) && bytes+ranges[n].Len() <= maxRPC {
+			bytes += ranges[n].Len()
+			n++
+		}
+		batch := ranges[:n]
+		ranges = ranges[n:]
 		// The write carries owner and grant request (grant.go).
 		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(batch[0].Start-base), ch.buf[batch[0].Start:batch[0].End])
 		if err == nil && len(batch) > 1 {

@@ -79,7 +79,8 @@ func (c *Client) writeThrough(ctx context.Context, st *inodeState, off int64, io
 		wb.flushing[idx] = ch
 		lay := st.layout
 		var knownEnd uint64
-		if lay.IsEC() {
+		ep, isEC := ecRow(lay, idx)
+		if isEC {
 			knownEnd = st.ecEnd
 			st.ecEnd = max(st.ecEnd, uint64(idx*wb.size+in+int64(n)))
 		}
@@ -87,8 +88,8 @@ func (c *Client) writeThrough(ctx context.Context, st *inodeState, off int64, io
 		st.mu.Unlock()
 		var err error
 		wctx := withThrough(ctx)
-		if lay.IsEC() {
-			err = c.sendRow(wctx, st.fid, lay, ch, knownEnd)
+		if isEC {
+			err = c.sendRow(wctx, st.fid, ep, ch, knownEnd)
 		} else {
 			err = c.sendChunk(wctx, st.fid, lay, wb.size, ch, nil)
 		}
@@ -100,7 +101,7 @@ func (c *Client) writeThrough(ctx context.Context, st *inodeState, off int64, io
 			c.startFlush(st, next)
 		}
 		if err != nil {
-			if lay.IsEC() && knownEnd < st.ecEnd && done == 0 {
+			if isEC && knownEnd < st.ecEnd && done == 0 {
 				st.ecEnd = knownEnd
 			}
 			return c.partial(done, err)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/stripefs/stripefs/fs"
+	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
 )
@@ -101,8 +102,9 @@ func ScrubEC(ctx context.Context, mgs string, opts ECOptions) (*ECReport, error)
 	return rep, ctx.Err()
 }
 
-// ecFiles returns the erasure-coded regular files of every MDT (those
-// with an object on the lost OST, when rebuilding).
+// ecFiles returns the regular files of every MDT that are erasure-coded
+// or have an erasure-coded component (those with an object of it on the
+// lost OST, when rebuilding).
 func ecFiles(ctx context.Context, cfg proto.Config, opts ECOptions) ([]proto.Attr, error) {
 	var out []proto.Attr
 	for _, t := range cfg.MDTs {
@@ -116,10 +118,11 @@ func ecFiles(ctx context.Context, cfg proto.Config, opts ECOptions) ([]proto.Att
 			}
 			for _, n := range r.Inodes {
 				a := n.Attr
-				if a.Mode&0o170000 != 0o100000 || !a.Layout.IsEC() {
+				ep, ok := layout.ECPartOf(a.Layout)
+				if a.Mode&0o170000 != 0o100000 || !ok {
 					continue
 				}
-				if opts.Lost && !slices.Contains(a.Layout.OSTs, opts.LostOST) {
+				if opts.Lost && !slices.Contains(ep.Layout.OSTs, opts.LostOST) {
 					continue
 				}
 				out = append(out, a)

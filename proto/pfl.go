@@ -22,8 +22,8 @@ type Comp struct {
 	StripeSize  uint32
 	StripeCount uint32 // AllOSTs (-c -1) until instantiated
 	FirstOST    int32
-	// ECData and ECParity are kept for an erasure-coded component, which
-	// Validate refuses yet.
+	// ECData and ECParity make an erasure-coded component (at most one
+	// per layout, its ends on its rows: ECComp).
 	ECData, ECParity uint16
 	Base             uint32
 	Inst             bool
@@ -163,8 +163,11 @@ func (l Layout) validateComposite(nOST int) error {
 			return fmt.Errorf("component %d reaches EOF but is not the last: %w", i, syscall.EINVAL)
 		case c.End != ExtentEOF && c.StripeSize != 0 && c.End%uint64(c.StripeSize) != 0:
 			return fmt.Errorf("component %d: end %d is not a multiple of its stripe size %d: %w", i, c.End, c.StripeSize, syscall.EINVAL)
-		case c.ECData != 0 || c.ECParity != 0:
-			return fmt.Errorf("component %d: erasure coding within a composite layout is not supported; give the whole file ec=K+M: %w", i, syscall.EINVAL)
+		}
+		if c.ECData != 0 || c.ECParity != 0 {
+			if err := l.validateECComp(i); err != nil {
+				return err
+			}
 		}
 		if c.IsDoM() {
 			if err := validateDoM(i, c); err != nil {
@@ -189,6 +192,11 @@ func (l Layout) validateComposite(nOST int) error {
 	if int(objs) != len(l.OSTs) {
 		return fmt.Errorf("components hold %d objects, the layout names %d: %w", objs, len(l.OSTs), syscall.EINVAL)
 	}
+	if i := l.ECComp(); i >= 0 && l.Comps[i].Inst {
+		if err := l.Sub(i).validateEC(nOST); err != nil { // a row's units on distinct OSTs
+			return fmt.Errorf("component %d: %w", i, err)
+		}
+	}
 	for s, o := range l.OSTs {
 		ci := l.CompOf(s)
 		if ci < 0 {
@@ -205,10 +213,43 @@ func (l Layout) validateComposite(nOST int) error {
 	return nil
 }
 
+// ECComp is the index of l's erasure-coded component, or -1. A composite
+// layout has at most one, and it starts and ends on rows of its own
+// (validateECComp), so each row of the file is wholly in it or out of it:
+// its rows are the file's rows, row r holding bytes [r*rowSize,
+// (r+1)*rowSize), and its objects hold nothing below its start.
+func (l Layout) ECComp() int {
+	for i, c := range l.Comps {
+		if c.ECParity != 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// validateECComp checks the erasure-coded component i of l: the only one,
+// its start and end on its rows.
+func (l Layout) validateECComp(i int) error {
+	c := l.Comps[i]
+	row := uint64(c.ECData) * uint64(c.StripeSize)
+	switch {
+	case c.ECParity == 0:
+		return fmt.Errorf("component %d: erasure coding %d+%d needs at least 1 parity unit: %w", i, c.ECData, c.ECParity, syscall.EINVAL)
+	case l.ECComp() != i:
+		return fmt.Errorf("component %d: a layout may have one erasure-coded component, component %d is one already: %w", i, l.ECComp(), syscall.EINVAL)
+	case row == 0:
+		return fmt.Errorf("component %d: erasure coding %d+%d with stripe size %d: %w", i, c.ECData, c.ECParity, c.StripeSize, syscall.EINVAL)
+	case c.Start%row != 0 || c.End != ExtentEOF && c.End%row != 0:
+		return fmt.Errorf("component %d: extent [%d, %s) of an erasure-coded component must start and end on its rows of %d bytes (ec=%d+%d × stripe size %d): %w",
+			i, c.Start, extentString(c.End), row, c.ECData, c.ECParity, c.StripeSize, syscall.EINVAL)
+	}
+	return nil
+}
+
 // validateSub checks component i, striped over OSTs, as a plain layout.
 func validateSub(i int, c Comp, nOST int) error {
-	sub := Layout{StripeSize: c.StripeSize, StripeCount: c.StripeCount, FirstOST: c.FirstOST}
-	if c.StripeCount != AllOSTs && int(c.StripeCount) > nOST && !c.Inst {
+	sub := Layout{StripeSize: c.StripeSize, StripeCount: c.StripeCount, FirstOST: c.FirstOST, ECData: c.ECData, ECParity: c.ECParity}
+	if c.StripeCount != AllOSTs && int(c.StripeCount) > nOST && !c.Inst && c.ECParity == 0 {
 		sub.StripeCount = uint32(nOST) // shrinks to the OSTs there are when instantiated
 	}
 	if err := sub.Validate(nOST); err != nil {

@@ -76,6 +76,9 @@ func TestValidateComposite(t *testing.T) {
 	comp := func(start, end uint64, ss, sc uint32) Comp {
 		return Comp{Start: start, End: end, StripeSize: ss, StripeCount: sc, FirstOST: -1}
 	}
+	ec := func(start, end uint64, k, m uint16) Comp {
+		return Comp{Start: start, End: end, StripeSize: mib, StripeCount: uint32(k + m), FirstOST: -1, ECData: k, ECParity: m}
+	}
 	tests := []struct {
 		name  string
 		comps []Comp
@@ -91,7 +94,13 @@ func TestValidateComposite(t *testing.T) {
 		{"EOF not last", []Comp{comp(0, ExtentEOF, mib, 1), comp(ExtentEOF, ExtentEOF, mib, 1)}, "reaches EOF but is not the last"},
 		{"end off the stripe size", []Comp{comp(0, mib, 4*mib, 1), comp(mib, ExtentEOF, mib, 1)}, "not a multiple of its stripe size"},
 		{"bad stripe size", []Comp{comp(0, 96<<10, 96<<10, 1)}, "positive multiple of 64 KiB"},
-		{"ec component", []Comp{comp(0, mib, mib, 1), {Start: mib, End: ExtentEOF, StripeSize: mib, StripeCount: 3, FirstOST: -1, ECData: 2, ECParity: 1}}, "erasure coding within a composite"},
+		{"ec component", []Comp{comp(0, 2*mib, mib, 1), ec(2*mib, ExtentEOF, 2, 1)}, ""},
+		{"ec component in the middle", []Comp{comp(0, 2*mib, mib, 1), ec(2*mib, 8*mib, 2, 1), comp(8*mib, ExtentEOF, mib, 1)}, ""},
+		{"ec component off its rows", []Comp{comp(0, mib, mib, 1), ec(mib, ExtentEOF, 2, 1)}, "must start and end on its rows of 2097152 bytes"},
+		{"ec component ends off its rows", []Comp{comp(0, 2*mib, mib, 1), ec(2*mib, 5*mib, 2, 1), comp(5*mib, ExtentEOF, mib, 1)}, "must start and end on its rows"},
+		{"two ec components", []Comp{ec(0, 2*mib, 2, 1), ec(2*mib, ExtentEOF, 2, 1)}, "one erasure-coded component"},
+		{"ec component wider than the OSTs", []Comp{comp(0, 4*mib, mib, 1), ec(4*mib, ExtentEOF, 4, 1)}, "needs 5 OSTs, the filesystem has 4"},
+		{"ec component without parity", []Comp{comp(0, 2*mib, mib, 1), {Start: 2 * mib, End: ExtentEOF, StripeSize: mib, StripeCount: 2, FirstOST: -1, ECData: 2}}, "needs at least 1 parity unit"},
 		{"too many", func() []Comp {
 			var cs []Comp
 			for i := range uint64(MaxComps + 1) {

@@ -30,7 +30,10 @@ A composite (progressive) layout, as Lustre's PFL, is a list of components,
 each -E END followed by its own options, which it otherwise takes from the
 component before it: e.g. -E 1M -c 1 -E 64M -c 4 -E -1 -c -1. A component
 gets its objects when the file first grows into it; -E -1 (or eof) reaches
-to the end of any file, and a write past the last end fails with EFBIG.`
+to the end of any file, and a write past the last end fails with EFBIG.
+One component may be erasure-coded (-E 4M -c 1 -E -1 --ec 4+2 -S 1M): it
+must start and end on its rows (K × SIZE bytes, 4 MiB here); a component
+after it takes --ec none.`
 
 // stripeFlags are the options of one component, or of a plain layout.
 type stripeFlags struct {
