@@ -29,7 +29,7 @@ var rpcCounts = map[string]float64{
 	"stat_uncached_4k":      3, // lookup, getattr, and the object's blocks from its OST
 	// Data-on-MDT: the same RPCs, the data ones to the MDT; its
 	// attributes come with the blocks (no ost_getattr).
-	"create_write_4k_close_dom": 4, // the data carries the size: no setattr
+	"create_write_4k_close_dom": 3, // the close carries the data and the size (no setattr, no ost_write: 4 before)
 	"open_read_close_4k_dom":    2, // the data comes with the open (read-on-open)
 	"stat_uncached_4k_dom":      2,
 }

@@ -40,6 +40,10 @@ type Options struct {
 	// (bytes; negative turns read-ahead off), and MaxReadAheadTotal bounds
 	// the read-ahead data of the whole mount.
 	ReadAhead, MaxReadAheadTotal int64
+	// NoCloseWrite flushes a small Data-on-MDT file's data at close(2),
+	// as any other file's, instead of letting its close carry it
+	// (closewrite.go).
+	NoCloseWrite bool
 	// NoLocalReads keeps every request on the RPC even when its server is
 	// in this process (stripefs up: an OST lends its object files to the
 	// mount for reads, view.go, and servers take calls directly,
@@ -94,6 +98,7 @@ type Client struct {
 	// attrEpoch orders this client's size reports against the MDT
 	// requests whose replies carry attributes (overlay).
 	attrEpoch atomic.Uint64
+	closed    closedSizes // what released files' last reports said (closedsizes.go)
 
 	bg   sync.WaitGroup // flushes and object destroys in flight
 	stop chan struct{}
@@ -401,11 +406,17 @@ func asErrno(err error) error {
 
 // mdtCall sends a request to the MDT that owns fid.
 func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req, resp any) error {
+	return c.mdtCallBulk(ctx, fid, method, req, resp, nil)
+}
+
+// mdtCallBulk is mdtCall of a request with bulk data, which must stay
+// unchanged while the request may be replayed (rpc.Call.Replay).
+func (c *Client) mdtCallBulk(ctx context.Context, fid proto.FID, method uint16, req, resp any, bulk [][]byte) error {
 	r, err := c.target(ctx, proto.KindMDT, uint32(fid.MDT()))
 	if err != nil {
 		return err
 	}
-	call := &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]}
+	call := &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method], BulkOut: bulk}
 	kept := c.attrsAround(fid, method, req) // fileattrs.go
 	defer func() { kept(resp, err) }()
 	switch {
@@ -422,7 +433,7 @@ func (c *Client) mdtCall(ctx context.Context, fid proto.FID, method uint16, req,
 		// Evicted: what this client's locks guarded is lost to it; it
 		// comes back as a new client and sends the request again.
 		c.evicted(uint32(fid.MDT()), r)
-		call = &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method]}
+		call = &rpc.Call{Method: method, Req: req, Resp: resp, Replay: changes[method], BulkOut: bulk}
 		err = c.call(ctx, r, call)
 	}
 	if call.Direct {

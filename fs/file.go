@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"syscall"
 
@@ -132,6 +133,9 @@ func (c *Client) attrStamp() uint64 { return c.attrEpoch.Load() }
 func (c *Client) overlay(a *proto.Attr, stamp uint64) {
 	st := c.openState(a.FID)
 	if st == nil {
+		if r, ok := c.closed.after(a.FID, stamp); ok {
+			a.Size, a.Mtime = r.size, r.mtime
+		}
 		return
 	}
 	st.mu.Lock()
@@ -444,8 +448,15 @@ func slice(iovs [][]byte, from, n int) [][]byte {
 // to the MDT, so other clients see them after close (close-to-open). It
 // reports any earlier background flush failure.
 func (f *File) Flush(ctx context.Context) error {
-	err := f.c.flushAll(f.st)
 	st := f.st
+	st.mu.Lock()
+	if _, _, ok := f.c.closeCarries(st); ok {
+		// The release's close carries it (closewrite.go).
+		defer st.mu.Unlock()
+		return st.takeLost()
+	}
+	st.mu.Unlock()
+	err := f.c.flushAll(f.st)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if lost := st.takeLost(); err == nil {
@@ -513,7 +524,11 @@ func (f *File) Fsync(ctx context.Context) error {
 // open meanwhile shares its state.
 func (f *File) Release(ctx context.Context) error {
 	c, st := f.c, f.st
-	ferr := c.flushAll(st)
+	var ferr error
+	cw := c.takeCloseWrite(st)
+	if cw == nil {
+		ferr = c.flushAll(st)
+	}
 	cancel := c.unusedIntent(st)
 	st.mu.Lock()
 	if lost := st.takeLost(); ferr == nil {
@@ -524,7 +539,18 @@ func (f *File) Release(ctx context.Context) error {
 	st.reporting++
 	st.mu.Unlock()
 	var r proto.CloseReply
-	err := c.mdtCall(ctx, st.fid, proto.MClose, req, &r)
+	var err error
+	if cw != nil {
+		if err = c.closeWith(ctx, st, req, cw, &r); err != nil {
+			// Nothing was closed: the data goes apart, its error is the
+			// close's.
+			c.log(slog.LevelWarn, fmt.Sprintf("stripefs: %v; flushing it apart", err), "fid", st.fid.String())
+			ferr = c.flushAll(st)
+		}
+	}
+	if cw == nil || err != nil {
+		err = c.mdtCall(ctx, st.fid, proto.MClose, req, &r)
+	}
 	st.mu.Lock()
 	st.reporting--
 	if err == nil {
@@ -542,6 +568,9 @@ func (f *File) Release(ctx context.Context) error {
 	c.filesMu.Unlock()
 	if last {
 		st.mu.Lock()
+		if st.reported > 0 {
+			c.closed.note(st.fid, reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported})
+		}
 		c.dropDirty(st) // what still failed to flush dies with the last handle
 		c.dropReadahead(st, 0)
 		st.mu.Unlock()

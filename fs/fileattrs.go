@@ -3,6 +3,7 @@ package fs
 import (
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/stripefs/stripefs/proto"
 )
@@ -30,8 +31,9 @@ const maxFileAttrs = 1 << 16
 
 type fileAttrs struct {
 	mu    sync.Mutex
-	clock uint64 // ticks at every event
-	all   uint64 // clock at the last event on every file
+	ended sync.Cond // broadcast when a change ends
+	clock uint64    // ticks at every event
+	all   uint64    // clock at the last event on every file
 	m     map[proto.FID]*fileAttr
 }
 
@@ -104,6 +106,9 @@ func (f *fileAttrs) changing(fid proto.FID) (done func(a *proto.Attr, stamp, loc
 		e := f.entryLocked(fid)
 		alone := e.busy == 1 && e.last == start && f.all < start
 		e.busy--
+		if f.ended.L != nil {
+			f.ended.Broadcast()
+		}
 		f.clock++
 		e.last, e.has = f.clock, false
 		if alone && a != nil && lock != 0 && lock != e.spoiled && a.Mode&syscall.S_IFMT == syscall.S_IFREG {
@@ -154,12 +159,38 @@ func (f *fileAttrs) keep(a *proto.Attr, since, stamp, lock uint64) {
 	e.has, e.at, e.attr, e.stamp, e.lock = true, since, *a, stamp, lock
 }
 
-// kept is what keep recorded of fid, if no change of it is in flight,
-// and the lock it was given under.
+// changeWait bounds how long a getattr waits for this client's own
+// change of the file to end before it asks the MDT instead: the change's
+// reply says what the file became (a close that carries the file's last
+// write and size is in flight as the stat after close(2) comes).
+const changeWait = time.Second
+
+// kept is what keep recorded of fid, once no change of it is in flight
+// (waiting up to changeWait), and the lock it was given under.
 func (f *fileAttrs) kept(fid proto.FID) (a proto.Attr, stamp, lock uint64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e := f.m[fid]
+	if e != nil && e.busy > 0 {
+		if f.ended.L == nil {
+			f.ended.L = &f.mu
+		}
+		expired := false
+		t := time.AfterFunc(changeWait, func() {
+			f.mu.Lock()
+			expired = true
+			f.ended.Broadcast()
+			f.mu.Unlock()
+		})
+		for e.busy > 0 && !expired {
+			f.ended.Wait()
+			e = f.m[fid]
+			if e == nil {
+				break
+			}
+		}
+		t.Stop()
+	}
 	if e == nil || !e.has || e.busy > 0 || f.all > e.at {
 		return proto.Attr{}, 0, 0, false
 	}

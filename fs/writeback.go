@@ -322,23 +322,9 @@ func (c *Client) sendPiece(ctx context.Context, fid proto.FID, lay proto.Layout,
 	sem <- struct{}{}
 	defer func() { <-sem }()
 	for ranges := p.ranges; len(ranges) > 0; {
-		n, bytes := 1, ranges[0].Len()
-		for n < min(len(ranges), proto.MaxWriteExtents) && bytes+ranges[n].Len() <= maxRPC {
-			bytes += ranges[n].Len()
-			n++
-		}
-		batch := ranges[:n]
-		ranges = ranges[n:]
-		// The write carries owner and grant request (grant.go).
-		call, err := c.writeCall(ctx, fid, ost, obj, m.ObjOff+uint64(batch[0].Start-base), ch.buf[batch[0].Start:batch[0].End])
-		if err == nil && len(batch) > 1 {
-			req := call.Req.(*proto.OWriteReq)
-			call.BulkOut = call.BulkOut[:0]
-			for _, r := range batch {
-				req.Extents = append(req.Extents, proto.Extent{Off: m.ObjOff + uint64(r.Start-base), Len: uint32(r.Len())})
-				call.BulkOut = append(call.BulkOut, ch.buf[r.Start:r.End])
-			}
-		}
+		var batch []extent.Range
+		batch, ranges = nextBatch(ranges)
+		call, err := c.batchCall(ctx, fid, ost, obj, m.ObjOff, base, ch, batch)
 		switch {
 		case err != nil:
 		case su != nil && len(ranges) == 0:
@@ -352,6 +338,34 @@ func (c *Client) sendPiece(ctx context.Context, fid proto.FID, lay proto.Layout,
 		c.noteGrant(ost, call)
 	}
 	return nil
+}
+
+// nextBatch splits off the ranges one write carries: at most
+// MaxWriteExtents of them, and one RPC's bulk.
+func nextBatch(ranges []extent.Range) (batch, rest []extent.Range) {
+	n, bytes := 1, ranges[0].Len()
+	for n < min(len(ranges), proto.MaxWriteExtents) && bytes+ranges[n].Len() <= maxRPC {
+		bytes += ranges[n].Len()
+		n++
+	}
+	return ranges[:n], ranges[n:]
+}
+
+// batchCall is the write of ranges batch of chunk ch to object obj, whose
+// part of the chunk starts at chunk offset base and object offset objOff:
+// one extent, or several (Lustre's niobufs). It carries owner and grant
+// request (grant.go).
+func (c *Client) batchCall(ctx context.Context, fid proto.FID, ost uint32, obj proto.ObjID, objOff uint64, base int64, ch *chunk, batch []extent.Range) (*rpc.Call, error) {
+	call, err := c.writeCall(ctx, fid, ost, obj, objOff+uint64(batch[0].Start-base), ch.buf[batch[0].Start:batch[0].End])
+	if err == nil && len(batch) > 1 {
+		req := call.Req.(*proto.OWriteReq)
+		call.BulkOut = call.BulkOut[:0]
+		for _, r := range batch {
+			req.Extents = append(req.Extents, proto.Extent{Off: objOff + uint64(r.Start-base), Len: uint32(r.Len())})
+			call.BulkOut = append(call.BulkOut, ch.buf[r.Start:r.End])
+		}
+	}
+	return call, err
 }
 
 // sendSizing sends a Data-on-MDT write that carries su, the file's size

@@ -11,6 +11,7 @@ import (
 	"github.com/stripefs/stripefs/ost"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
+	"github.com/stripefs/stripefs/wire"
 )
 
 // Data-on-MDT: an MDT keeps the first component of the files whose
@@ -41,6 +42,7 @@ func (m *MDT) openDoM() error {
 	}
 	d.RegisterData(m.Srv)
 	m.Srv.Wrap(proto.OWrite, m.sizeFromWrite)
+	m.Srv.Wrap(proto.MClose, m.writeOnClose)
 	m.dom = d
 	return nil
 }
@@ -72,6 +74,47 @@ func (m *MDT) sizeFromWrite(next rpc.Handler) rpc.Handler {
 		out.SizeSet = true
 		ar := m.withBlocks(&proto.AttrReply{Attr: a}, a)
 		out.Attr, out.Blocks, out.HasBlocks = a, ar.Blocks, ar.HasBlocks
+		return rep, nil
+	}
+}
+
+// writeOnClose serves the write a close carries (CloseReq.Write) before
+// the close: through the ost_write handler, as the same caller's
+// ost_write of it would be served (its permission, grant and quota
+// checks, its size merge). A write that fails fails the close, which is
+// not done then: the client sends its data and close again apart. A
+// resent close writes again, which leaves the same bytes.
+func (m *MDT) writeOnClose(next rpc.Handler) rpc.Handler {
+	return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+		var req proto.CloseReq
+		if err := r.Decode(&req); err != nil || !req.Write {
+			return next(ctx, r)
+		}
+		if req.Data.Obj.FID != req.FID {
+			return rpc.Reply{}, fmt.Errorf("mdt%d: close %s: it carries a write to %s: %w", m.cfg.Index, req.FID, req.Data.Obj, syscall.EINVAL)
+		}
+		write := m.Srv.Handler(proto.OWrite)
+		wr := *r
+		wr.Method, wr.Msg = proto.OWrite, wire.Marshal(nil, &req.Data)
+		wrep, err := write(ctx, &wr)
+		if wrep.Done != nil {
+			defer wrep.Done()
+		}
+		if err != nil {
+			return rpc.Reply{}, err
+		}
+		// The close itself decodes the request again and ignores Write.
+		wr = *r
+		wr.Bulk = nil
+		rep, err := next(ctx, &wr)
+		if err != nil {
+			return rep, err
+		}
+		if out, ok := rep.Msg.(*proto.CloseReply); ok {
+			if w, ok := wrep.Msg.(*proto.OWriteReply); ok {
+				out.Write = *w
+			}
+		}
 		return rep, nil
 	}
 }

@@ -353,11 +353,22 @@ type CloseReq struct {
 	// Cancel gives locks back with the close, as MLockCancel would
 	// (an unused write lock its create granted).
 	Cancel LockCancelReq
+	// Write, to the MDT that holds the file's data (Data-on-MDT), makes
+	// the close carry the file's last write, Data, its bulk after the
+	// message: written as an ost_write of it would be, then the close
+	// done. A small new file's open, write and close so cost two round
+	// trips, as an empty one's (Lustre's DoM writes are cached until the
+	// close too). A write that fails fails the close, which is then not
+	// done.
+	Write bool
+	Data  OWriteReq
 }
 
 type CloseReply struct {
 	Attr    Attr
 	Destroy bool
+	// Write is the reply of the write the close carried.
+	Write OWriteReply
 }
 
 type DestroyDoneReq struct{ FID FID }

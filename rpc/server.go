@@ -176,6 +176,15 @@ func (s *Server) Handle(m uint16, h Handler) {
 	s.handlers[m] = h
 }
 
+// Handler returns method m's handler as wrapped so far, for a handler
+// that serves another method's request as part of its own (nil if none).
+func (s *Server) Handler(m uint16) Handler {
+	if int(m) >= len(s.handlers) {
+		return nil
+	}
+	return s.handlers[m]
+}
+
 // Require makes methods serve only peers whose key proved role or a
 // higher one; others get EPERM. Methods not named serve every role.
 func (s *Server) Require(role Role, methods ...uint16) {

@@ -123,6 +123,7 @@ programs using the mount see no error.`,
 func runMount(opts fs.Options, dir string, mo fusefs.MountOptions, onReady func(), beforeHandover func() error) error {
 	mgs := opts.MGS
 	opts.NoLocks = mo.NoLocks
+	opts.NoCloseWrite = mo.SyncClose
 	if mo.FSName == "" {
 		mo.FSName = mgs
 	}

@@ -40,3 +40,16 @@ func TestParseOptionsTimeouts(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOptionsSyncClose(t *testing.T) {
+	o := DefaultMountOptions()
+	if o.SyncClose {
+		t.Fatal("sync_close on by default")
+	}
+	if err := o.ParseOptions("rw,sync_close,noatime"); err != nil || !o.SyncClose {
+		t.Fatalf("sync_close: %v, %v", o.SyncClose, err)
+	}
+	if err := o.ParseOptions("sync_close=1"); err == nil || !strings.Contains(err.Error(), "sync_close takes no value") {
+		t.Fatalf("sync_close=1: %v", err)
+	}
+}

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestDoMCloseCarriesWrite: a small Data-on-MDT file's data goes with
+// its close, not at close(2): no ost_write, one close per file, and the
+// other mount reads it exact, also while the close has not come (a dup'd
+// descriptor still open: the data is dirty in the writer, under its lock,
+// and the reader's lock calls it back). A mount with -o sync_close, a
+// file past the MDT's part, and a file written through two descriptors
+// flush at close(2) as before.
+func TestDoMCloseCarriesWrite(t *testing.T) {
+	c, mnts := coherent(t, 2)
+	a, b := mnts[0], mnts[1]
+	_, s := c.MountAt("mnts", "sync_close")
+	must(t, os.Mkdir(filepath.Join(a, "dom"), 0o755))
+	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(a, "dom"))...)
+	rng := rand.New(rand.NewPCG(7, 8))
+	data := func(n int) []byte { p := make([]byte, n); randBytes(rng, p); return p }
+	type counts struct{ writes, closes, carried int64 }
+	countsOf := func(mnt string) counts {
+		return counts{rpcCalls(t, mnt, "ost_write"), rpcCalls(t, mnt, "close"), clientCounter(t, mnt, "close_writes")}
+	}
+	readBack := func(what, path string, want []byte) {
+		t.Helper()
+		if got := readFile(t, path); !bytes.Equal(got, want) {
+			t.Fatalf("%s: %d bytes, not the %d written; first difference at %d", what, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	writeFile(t, filepath.Join(a, "dom", "warm"), data(10)) // a first write asks for a grant
+
+	// Ten small files: one close each carries its data.
+	before := countsOf(a)
+	files := map[string][]byte{}
+	for i := range 10 {
+		name := filepath.Join("dom", string(rune('a'+i)))
+		files[name] = data(3901 + i*100)
+		writeFile(t, filepath.Join(a, name), files[name])
+	}
+	if d := countsOf(a); d.writes != before.writes || d.closes != before.closes+10 || d.carried != before.carried+10 {
+		t.Fatalf("10 small DoM files: %d ost_writes, %d closes, %d carried writes; want 0, 10, 10", d.writes-before.writes, d.closes-before.closes, d.carried-before.carried)
+	}
+	for name, want := range files {
+		readBack("read by the other mount", filepath.Join(b, name), want)
+		st, err := os.Stat(filepath.Join(b, name))
+		must(t, err)
+		if st.Size() != int64(len(want)) || st.Sys().(*syscall.Stat_t).Blocks == 0 {
+			t.Fatalf("%s from the other mount: size %d, %d blocks", name, st.Size(), st.Sys().(*syscall.Stat_t).Blocks)
+		}
+	}
+
+	// close(2) of one descriptor while a dup of it stays open: the data
+	// stays dirty in a, and b's read calls it back.
+	pa := filepath.Join(a, "dom", "dup")
+	f, err := os.OpenFile(pa, os.O_CREATE|os.O_WRONLY, 0o644)
+	must(t, err)
+	dup, err := syscall.Dup(int(f.Fd()))
+	must(t, err)
+	v := data(5000)
+	_, err = f.Write(v)
+	must(t, err)
+	before = countsOf(a)
+	must(t, f.Close())
+	if d := countsOf(a); d.writes != before.writes || d.carried != before.carried {
+		t.Fatalf("close(2) with a dup open sent %d ost_writes, %d carried writes; want none (the data waits for the release)", d.writes-before.writes, d.carried-before.carried)
+	}
+	readBack("read by the other mount before the writer's release", filepath.Join(b, "dom", "dup"), v)
+	if d := countsOf(a); d.writes != before.writes+1 {
+		t.Fatalf("the other mount's read made the writer send %d ost_writes, want 1 (its lock called back)", d.writes-before.writes)
+	}
+	must(t, syscall.Close(dup))
+	if d := countsOf(a); d.carried != before.carried {
+		t.Fatalf("the release after the callback carried %d writes, want 0 (nothing dirty)", d.carried-before.carried)
+	}
+
+	// -o sync_close, and a file that does not fit the MDT's part: data
+	// at close(2), as before.
+	for _, tc := range []struct {
+		mnt, name string
+		size      int
+	}{{s, "sync", 3901}, {a, "large", 200 << 10}} {
+		before := countsOf(tc.mnt)
+		v := data(tc.size)
+		writeFile(t, filepath.Join(tc.mnt, "dom", tc.name), v)
+		if d := countsOf(tc.mnt); d.writes == before.writes || d.carried != before.carried {
+			t.Fatalf("%s: %d ost_writes, %d carried writes; want some and none", tc.name, d.writes-before.writes, d.carried-before.carried)
+		}
+		readBack(tc.name+", read by the other mount", filepath.Join(b, "dom", tc.name), v)
+	}
+}

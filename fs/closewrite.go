@@ -1,0 +1,117 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stripefs/stripefs/layout"
+	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
+)
+
+// Data-on-MDT writes carried by the close (CloseReq.Write). A small file
+// whose dirty data all goes to its MDT, in one write, is not flushed at
+// close(2) (Flush): its release's close carries the write, so a new
+// small file's open, write and close cost the round trips of an empty
+// one's. The data is cached under the write lock as any other dirty
+// data until then: another client's access calls the lock back, which
+// flushes it first, and a release that never comes leaves it to the
+// dirty-expiry flush. What close(2) can no longer report is the write's
+// error; space for it was granted when it was cached (grant.go), and a
+// client that knows its owner is over quota writes through.
+
+// closeWrite is the write a close carries: the chunk taken out of the
+// dirty set (it is in flushing while the close is on its way) and the
+// ranges its DoM object gets.
+type closeWrite struct {
+	ch     *chunk
+	p      piece
+	ost    uint32
+	size   int64 // the file's chunk size
+	objOff uint64
+	base   int64
+}
+
+// closeCarries returns the dirty chunk of st's file a close can carry,
+// if that is all there is to flush: one chunk whose dirty ranges all go
+// to the file's MDT in one write. Never without locks: nothing would
+// then make another client's open see the data. st.mu is held.
+func (c *Client) closeCarries(st *inodeState) (*chunk, piece, bool) {
+	wb := &st.wb
+	lay := st.layout
+	if c.locks.off || c.opts.NoCloseWrite || wb.err != nil || len(wb.flushing) > 0 || len(wb.dirty) != 1 || lay.DoMEnd() == 0 {
+		return nil, piece{}, false
+	}
+	for _, ch := range wb.dirty {
+		ps := dirtyPieces(lay, wb.size, ch)
+		if len(ps) != 1 || ps[0].m.Stripe == layout.NoObject || !proto.IsDoMOST(lay.OSTs[ps[0].m.Stripe]) {
+			return nil, piece{}, false
+		}
+		if batch, rest := nextBatch(ps[0].ranges); len(rest) > 0 || len(batch) == 0 {
+			return nil, piece{}, false
+		}
+		return ch, ps[0], true
+	}
+	return nil, piece{}, false
+}
+
+// takeCloseWrite takes the chunk a close of st's file can carry out of
+// its dirty set, or returns nil.
+func (c *Client) takeCloseWrite(st *inodeState) *closeWrite {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	ch, p, ok := c.closeCarries(st)
+	if !ok {
+		return nil
+	}
+	wb := &st.wb
+	delete(wb.dirty, ch.idx)
+	wb.flushing[ch.idx] = ch
+	if st.ra.chunks[ch.idx] != nil {
+		c.releaseRA(st, ch.idx)
+	}
+	return &closeWrite{ch: ch, p: p, ost: st.layout.OSTs[p.m.Stripe], size: wb.size, objOff: p.m.ObjOff,
+		base: int64(p.m.FileOff) - ch.idx*wb.size}
+}
+
+// closeWith sends req, a close of st's file, carrying cw. On success the
+// chunk is done with; otherwise it is dirty again (the caller flushes it
+// and closes apart: the MDT closed nothing).
+func (c *Client) closeWith(ctx context.Context, st *inodeState, req *proto.CloseReq, cw *closeWrite, r *proto.CloseReply) error {
+	obj := proto.ObjID{FID: st.fid, Stripe: uint32(cw.p.m.Stripe)}
+	call, err := c.batchCall(ctx, st.fid, cw.ost, obj, cw.objOff, cw.base, cw.ch, cw.p.ranges)
+	var w *proto.OWriteReq
+	if err == nil {
+		// A copy: the close may be replayed after the chunk's buffer
+		// went back to its pool.
+		var bulk []byte
+		for _, b := range call.BulkOut {
+			bulk = append(bulk, b...)
+		}
+		w = call.Req.(*proto.OWriteReq)
+		w.SetSize, w.FileSize, w.Mtime = req.SetSize, req.Size, req.Mtime
+		req.Write, req.Data = true, *w
+		err = c.mdtCallBulk(ctx, st.fid, proto.MClose, req, r, [][]byte{bulk})
+		req.Write, req.Data = false, proto.OWriteReq{}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	wb := &st.wb
+	delete(wb.flushing, cw.ch.idx)
+	if err != nil {
+		c.requeue(st, cw.ch)
+	} else {
+		c.freeChunk(st, cw.ch)
+		c.counters.closeWrites.Add(1)
+		c.noteGrant(cw.ost, &rpc.Call{Req: w, Resp: &r.Write})
+		if r.Write.HasBlocks {
+			c.noteBlocks(&r.Write.Attr, r.Write.Blocks)
+		}
+	}
+	wb.done.Broadcast()
+	c.memFreed()
+	if err != nil {
+		return fmt.Errorf("close %s with its write: %w", st.fid, err)
+	}
+	return nil
+}
