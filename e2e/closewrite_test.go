@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestDoMCloseCarriesWrite: a small Data-on-MDT file's data goes with
@@ -93,5 +95,31 @@ func TestDoMCloseCarriesWrite(t *testing.T) {
 			t.Fatalf("%s: %d ost_writes, %d carried writes; want some and none", tc.name, d.writes-before.writes, d.carried-before.carried)
 		}
 		readBack(tc.name+", read by the other mount", filepath.Join(b, "dom", tc.name), v)
+	}
+}
+
+// TestTimesAfterClose: times set right after close(2) (cp -p, tar, touch
+// -d) stay set, on this mount and another, although the release's close
+// may still be on its way: a size report that landed after them raised
+// the mtime back, or was laid over their reply (before this was fixed,
+// 18 of 1200 such files on this machine). Plain files only:
+// small Data-on-MDT files still show it rarely (1 of 1600), not yet
+// understood.
+func TestTimesAfterClose(t *testing.T) {
+	_, mnts := coherent(t, 2)
+	a, b := mnts[0], mnts[1]
+	must(t, os.Mkdir(filepath.Join(a, "plain"), 0o755))
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	for i := range 100 {
+		name := filepath.Join("plain", fmt.Sprintf("f%d", i))
+		writeFile(t, filepath.Join(a, name), make([]byte, 5000))
+		must(t, os.Chtimes(filepath.Join(a, name), old, old))
+		for _, m := range []string{a, b} {
+			st, err := os.Stat(filepath.Join(m, name))
+			must(t, err)
+			if !st.ModTime().Equal(old) {
+				t.Fatalf("%s on %s: mtime %v after it was set to %v", name, m, st.ModTime(), old)
+			}
+		}
 	}
 }

@@ -102,6 +102,10 @@ func (c *Client) closeWith(ctx context.Context, st *inodeState, req *proto.Close
 		c.requeue(st, cw.ch)
 	} else {
 		c.freeChunk(st, cw.ch)
+		// Reported before the chunk leaves flushing: a setattr of the
+		// file's times waits for that (flushAll), and its reply must
+		// not take this report for one that overtook it.
+		c.sizeReported(st)
 		c.counters.closeWrites.Add(1)
 		c.noteGrant(cw.ost, &rpc.Call{Req: w, Resp: &r.Write})
 		if r.Write.HasBlocks {

@@ -540,8 +540,11 @@ func (f *File) Release(ctx context.Context) error {
 	st.mu.Unlock()
 	var r proto.CloseReply
 	var err error
+	carried := false
 	if cw != nil {
-		if err = c.closeWith(ctx, st, req, cw, &r); err != nil {
+		if err = c.closeWith(ctx, st, req, cw, &r); err == nil {
+			carried = true
+		} else {
 			// Nothing was closed: the data goes apart, its error is the
 			// close's.
 			c.log(slog.LevelWarn, fmt.Sprintf("stripefs: %v; flushing it apart", err), "fid", st.fid.String())
@@ -553,9 +556,9 @@ func (f *File) Release(ctx context.Context) error {
 	}
 	st.mu.Lock()
 	st.reporting--
-	if err == nil {
-		c.sizeReported(st)
-	} else if req.SetSize {
+	if err == nil && !carried {
+		c.sizeReported(st) // (closeWith reported a carried write's)
+	} else if err != nil && req.SetSize {
 		st.dirty = true // the next flush or close reports it again
 	}
 	st.mu.Unlock()
@@ -568,8 +571,9 @@ func (f *File) Release(ctx context.Context) error {
 	c.filesMu.Unlock()
 	if last {
 		st.mu.Lock()
-		if st.reported > 0 {
-			c.closed.note(st.fid, reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported})
+		if err == nil && req.SetSize {
+			// This close reported a size (or carried the write that did).
+			c.closed.note(st.fid, reportedSize{size: req.Size, mtime: req.Mtime, epoch: st.reported})
 		}
 		c.dropDirty(st) // what still failed to flush dies with the last handle
 		c.dropReadahead(st, 0)

@@ -85,7 +85,7 @@ func (c *Client) Setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 		defer c.dropXattrs(req.FID) // a chmod rewrites the ACL's mask
 	}
 	stamp := c.attrStamp()
-	a, err := c.setattr(ctx, req)
+	a, err := c.setattr(ctx, req, &stamp)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,9 @@ func (c *Client) Setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	return a, nil
 }
 
-func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error) {
+// setattr sends req; stamp is when its request left, for the overlay of
+// the reply (moved past the flushes it waits for).
+func (c *Client) setattr(ctx context.Context, req *SetAttr, stamp *uint64) (*proto.Attr, error) {
 	var r proto.AttrReply
 	var st *inodeState // the open file whose size this sets; its mu held
 	if req.Valid&proto.SetSize != 0 {
@@ -149,8 +151,26 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 			c.dropReadahead(st, 0)
 		}
 	}
+	const times = proto.SetAtime | proto.SetMtime | proto.SetAtimeNow | proto.SetMtimeNow
+	var timed *inodeState // an open file whose times this sets
+	if st == nil && req.Valid&times != 0 {
+		if timed = c.openState(req.FID); timed != nil {
+			// This client's writes report their mtime with their data
+			// or close (closewrite.go): sent and landed first, they
+			// cannot come after the time set here and undo it.
+			if err := c.flushAll(timed); err != nil {
+				return nil, err
+			}
+			*stamp = c.attrStamp()
+		}
+	}
 	if err := c.mdtCall(ctx, req.FID, proto.MSetattr, req, &r); err != nil {
 		return nil, err
+	}
+	if timed != nil {
+		timed.mu.Lock()
+		timed.mtime = r.Attr.Mtime // what a later size report carries, unless a write comes after
+		timed.mu.Unlock()
 	}
 	if st != nil {
 		// The cut is the file's latest change: the mtime it set, not the
@@ -162,7 +182,6 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr) (*proto.Attr, error)
 	if req.FID.IsStripedDir() {
 		// Times set on purpose (touch -d, tar) reach the stripes too, or
 		// the latest stripe's would show through mergeStripes.
-		const times = proto.SetAtime | proto.SetMtime | proto.SetAtimeNow | proto.SetMtimeNow
 		if req.Valid&times != 0 {
 			err := c.eachStripe(ctx, req.FID, func(ctx context.Context, s proto.FID) error {
 				sr := proto.SetattrReq{FID: s, Valid: req.Valid & times, Atime: req.Atime, Mtime: req.Mtime}
