@@ -27,9 +27,8 @@ type closeWrite struct {
 	ch     *chunk
 	p      piece
 	ost    uint32
-	size   int64 // the file's chunk size
-	objOff uint64
-	base   int64
+	objOff uint64 // where the object's part of the chunk starts in the object
+	base   int64  // and in the chunk
 }
 
 // closeCarries returns the dirty chunk of st's file a close can carry,
@@ -47,7 +46,7 @@ func (c *Client) closeCarries(st *inodeState) (*chunk, piece, bool) {
 		if len(ps) != 1 || ps[0].m.Stripe == layout.NoObject || !proto.IsDoMOST(lay.OSTs[ps[0].m.Stripe]) {
 			return nil, piece{}, false
 		}
-		if batch, rest := nextBatch(ps[0].ranges); len(rest) > 0 || len(batch) == 0 {
+		if _, rest := nextBatch(ps[0].ranges); len(rest) > 0 {
 			return nil, piece{}, false
 		}
 		return ch, ps[0], true
@@ -70,8 +69,7 @@ func (c *Client) takeCloseWrite(st *inodeState) *closeWrite {
 	if st.ra.chunks[ch.idx] != nil {
 		c.releaseRA(st, ch.idx)
 	}
-	return &closeWrite{ch: ch, p: p, ost: st.layout.OSTs[p.m.Stripe], size: wb.size, objOff: p.m.ObjOff,
-		base: int64(p.m.FileOff) - ch.idx*wb.size}
+	return &closeWrite{ch: ch, p: p, ost: st.layout.OSTs[p.m.Stripe], objOff: p.m.ObjOff, base: int64(p.m.FileOff) - ch.idx*wb.size}
 }
 
 // closeWith sends req, a close of st's file, carrying cw. On success the
