@@ -36,17 +36,36 @@ func TestDoMCloseCarriesWrite(t *testing.T) {
 			t.Fatalf("%s: %d bytes, not the %d written; first difference at %d", what, len(got), len(want), firstDiff(got, want))
 		}
 	}
+	// The kernel sends a release after close(2) returns, without waiting:
+	// settled waits (5 s at most) until the mount has carried want writes
+	// more than before, and gives its counts then.
+	settled := func(before counts, want int64) counts {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if d := countsOf(a); d.carried >= before.carried+want || time.Now().After(deadline) {
+				return d
+			}
+		}
+	}
 	writeFile(t, filepath.Join(a, "dom", "warm"), data(10)) // a first write asks for a grant
+	before := settled(counts{}, 1)                          // its release carried its write
+	// closed waits (5 s at most) until mount mnt has sent a close more
+	// than before: the release came.
+	closed := func(mnt string, before counts) counts {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if d := countsOf(mnt); d.closes > before.closes || time.Now().After(deadline) {
+				return d
+			}
+		}
+	}
 
 	// Ten small files: one close each carries its data.
-	before := countsOf(a)
 	files := map[string][]byte{}
 	for i := range 10 {
 		name := filepath.Join("dom", string(rune('a'+i)))
 		files[name] = data(3901 + i*100)
 		writeFile(t, filepath.Join(a, name), files[name])
 	}
-	if d := countsOf(a); d.writes != before.writes || d.closes != before.closes+10 || d.carried != before.carried+10 {
+	if d := settled(before, 10); d.writes != before.writes || d.closes != before.closes+10 || d.carried != before.carried+10 {
 		t.Fatalf("10 small DoM files: %d ost_writes, %d closes, %d carried writes; want 0, 10, 10", d.writes-before.writes, d.closes-before.closes, d.carried-before.carried)
 	}
 	for name, want := range files {
@@ -78,8 +97,8 @@ func TestDoMCloseCarriesWrite(t *testing.T) {
 		t.Fatalf("the other mount's read made the writer send %d ost_writes, want 1 (its lock called back)", d.writes-before.writes)
 	}
 	must(t, syscall.Close(dup))
-	if d := countsOf(a); d.carried != before.carried {
-		t.Fatalf("the release after the callback carried %d writes, want 0 (nothing dirty)", d.carried-before.carried)
+	if d := closed(a, before); d.closes != before.closes+1 || d.carried != before.carried {
+		t.Fatalf("the release after the callback: %d closes, %d carried writes; want 1 and 0 (nothing dirty)", d.closes-before.closes, d.carried-before.carried)
 	}
 
 	// -o sync_close, and a file that does not fit the MDT's part: data
@@ -91,7 +110,7 @@ func TestDoMCloseCarriesWrite(t *testing.T) {
 		before := countsOf(tc.mnt)
 		v := data(tc.size)
 		writeFile(t, filepath.Join(tc.mnt, "dom", tc.name), v)
-		if d := countsOf(tc.mnt); d.writes == before.writes || d.carried != before.carried {
+		if d := closed(tc.mnt, before); d.writes == before.writes || d.carried != before.carried {
 			t.Fatalf("%s: %d ost_writes, %d carried writes; want some and none", tc.name, d.writes-before.writes, d.carried-before.carried)
 		}
 		readBack(tc.name+", read by the other mount", filepath.Join(b, "dom", tc.name), v)
