@@ -144,23 +144,26 @@ func Mdtest(ctx context.Context, cfg MdtestConfig) (*MdtestResult, error) {
 				return err
 			}},
 			phase{"file stat", false, func(p string) error { var st unix.Stat_t; return unix.Lstat(p, &st) }})
-		if cfg.ReadBytes > 0 {
-			phases = append(phases, phase{"file read", false, func(p string) error {
-				fd, err := unix.Open(p, unix.O_RDONLY, 0)
-				if err != nil {
-					return err
-				}
-				buf := make([]byte, cfg.ReadBytes)
-				n, err := unix.Read(fd, buf)
-				if cerr := unix.Close(fd); err == nil {
-					err = cerr
-				}
-				if err == nil && n != min(cfg.ReadBytes, cfg.WriteBytes) {
-					err = fmt.Errorf("read %d bytes, want %d", n, min(cfg.ReadBytes, cfg.WriteBytes))
-				}
+		// As mdtest's, the read phase runs whatever -e says: with none
+		// it opens and closes each file, the base a read of -e bytes is
+		// measured against.
+		phases = append(phases, phase{"file read", false, func(p string) error {
+			fd, err := unix.Open(p, unix.O_RDONLY, 0)
+			if err != nil {
 				return err
-			}})
-		}
+			}
+			n := 0
+			if cfg.ReadBytes > 0 {
+				n, err = unix.Read(fd, make([]byte, cfg.ReadBytes))
+			}
+			if cerr := unix.Close(fd); err == nil {
+				err = cerr
+			}
+			if err == nil && n != min(cfg.ReadBytes, cfg.WriteBytes) {
+				err = fmt.Errorf("read %d bytes, want %d", n, min(cfg.ReadBytes, cfg.WriteBytes))
+			}
+			return err
+		}})
 		phases = append(phases, phase{"file removal", false, func(p string) error { return unix.Unlink(p) }})
 	}
 	if cfg.Create || cfg.Stat || cfg.Remove {

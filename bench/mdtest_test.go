@@ -29,8 +29,8 @@ func TestMdtestPhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(r); len(got) != 6 {
-		t.Fatalf("phases %v, want all six", got)
+	if got := names(r); len(got) != 7 {
+		t.Fatalf("phases %v, want all seven (mdtest's file read opens and closes even without -e)", got)
 	}
 	cfg.Dir = filepath.Join(dir, "split")
 	left := func() int {
@@ -47,7 +47,7 @@ func TestMdtestPhases(t *testing.T) {
 		items int
 	}{
 		{func(c *MdtestConfig) { c.Create = true }, []string{"directory creation", "file creation"}, 12},
-		{func(c *MdtestConfig) { c.Stat = true }, []string{"directory stat", "file stat"}, 12},
+		{func(c *MdtestConfig) { c.Stat = true }, []string{"directory stat", "file stat", "file read"}, 12},
 		{func(c *MdtestConfig) { c.Remove = true }, []string{"directory removal", "file removal"}, 0},
 	} {
 		c := cfg
