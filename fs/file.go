@@ -154,6 +154,22 @@ func (st *inodeState) overlayLocked(a *proto.Attr, stamp uint64) {
 	}
 }
 
+// waitReports waits until no size report of st is on its way to the
+// MDT; st.mu is held.
+func (c *Client) waitReports(ctx context.Context, st *inodeState) error {
+	if st.reporting == 0 {
+		return nil
+	}
+	defer wakeOn(ctx, &st.mu, st.wb.done)()
+	for st.reporting > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: waiting for a size report on its way: %w", st.fid, syscall.EINTR)
+		}
+		st.wb.done.Wait()
+	}
+	return nil
+}
+
 // sizeReported records that a size report of st reached the MDT; st.mu
 // is held.
 func (c *Client) sizeReported(st *inodeState) { st.reported = c.attrEpoch.Add(1) }
@@ -560,6 +576,7 @@ func (f *File) Release(ctx context.Context) error {
 	}
 	st.mu.Lock()
 	st.reporting--
+	st.wb.done.Broadcast() // waitReports
 	if err == nil && !carried {
 		c.sizeReported(st) // (closeWith reported a carried write's)
 	} else if err != nil && req.SetSize {

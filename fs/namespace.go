@@ -156,21 +156,34 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr, stamp *uint64) (*pro
 	if st == nil && req.Valid&times != 0 {
 		if timed = c.openState(req.FID); timed != nil {
 			// This client's writes report their mtime with their data
-			// or close (closewrite.go): sent and landed first, they
-			// cannot come after the time set here and undo it.
+			// or close (closewrite.go), and the MDT keeps the later of
+			// its mtime and a report's: sent and landed first, and none
+			// composed until the time is set here (timed.mu held over
+			// the call), they cannot come after it and undo it.
 			if err := c.flushAll(timed); err != nil {
 				return nil, err
 			}
-			*stamp = c.attrStamp()
+			timed.mu.Lock()
+			if err := c.waitReports(ctx, timed); err != nil {
+				timed.mu.Unlock()
+				return nil, err
+			}
 		}
 	}
-	if err := c.mdtCall(ctx, req.FID, proto.MSetattr, req, &r); err != nil {
-		return nil, err
-	}
+	// As late as it can be: a release that ended since Setattr began
+	// reported its size and mtime before this leaves, and the reply must
+	// not have them laid over it (closedSizes) — they would undo a time
+	// set here.
+	*stamp = c.attrStamp()
+	err := c.mdtCall(ctx, req.FID, proto.MSetattr, req, &r)
 	if timed != nil {
-		timed.mu.Lock()
-		timed.mtime = r.Attr.Mtime // what a later size report carries, unless a write comes after
+		if err == nil {
+			timed.mtime = r.Attr.Mtime // what a later size report carries, unless a write comes after
+		}
 		timed.mu.Unlock()
+	}
+	if err != nil {
+		return nil, err
 	}
 	if st != nil {
 		// The cut is the file's latest change: the mtime it set, not the

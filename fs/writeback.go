@@ -39,7 +39,7 @@ type writeback struct {
 	err      error            // first flush error not yet reported
 	fails    int              // flushes that failed, ever
 	lastErr  error            // the latest of them
-	done     *sync.Cond       // signalled whenever a flush ends
+	done     *sync.Cond       // signalled whenever a flush ends or a size report lands
 }
 
 // chunkSize is the largest multiple of 64 KiB that divides the stripe size
