@@ -91,10 +91,16 @@ func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, err
 	if ask {
 		req.ReadData, req.ReadDataHeld = proto.MaxReadData, held != nil
 	}
+	stamp := c.attrStamp()
 	if err := c.mdtCall(ctx, fid, proto.MOpen, req, &r); err != nil {
 		return nil, err
 	}
 	c.noteAttrLock(uint32(fid.MDT()), fid, &r.Attr, r.Lock)
+	// The reply may predate this client's own size report on its way (a
+	// release that carries the file's last write, landing after the MDT
+	// answered): a file state made from it would hold the size before
+	// that write, and a read under a lock already held would stop there.
+	c.overlay(&r.Attr, stamp)
 	f := c.newFile(&r.Attr, flags)
 	if ask && (r.Data.ID != 0 || len(r.Bytes) > 0) {
 		f.openData, f.openLock = c.keepOpenData(f.st, &r, gen, held)
@@ -582,20 +588,23 @@ func (f *File) Release(ctx context.Context) error {
 	} else if err != nil && req.SetSize {
 		st.dirty = true // the next flush or close reports it again
 	}
+	reported := st.reported
 	st.mu.Unlock()
 	c.filesMu.Lock()
 	st.refs--
 	last := st.refs == 0
 	if last {
 		delete(c.files, st.fid)
+		if err == nil && req.SetSize {
+			// This close reported a size (or carried the write that did).
+			// Noted as the state goes, so that overlay finds one or the
+			// other for a reply that predates the report.
+			c.closed.note(st.fid, reportedSize{size: req.Size, mtime: req.Mtime, epoch: reported})
+		}
 	}
 	c.filesMu.Unlock()
 	if last {
 		st.mu.Lock()
-		if err == nil && req.SetSize {
-			// This close reported a size (or carried the write that did).
-			c.closed.note(st.fid, reportedSize{size: req.Size, mtime: req.Mtime, epoch: st.reported})
-		}
 		c.dropDirty(st) // what still failed to flush dies with the last handle
 		c.dropReadahead(st, 0)
 		st.mu.Unlock()

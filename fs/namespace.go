@@ -270,6 +270,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Excl: excl, Open: open, Flags: uint32(flags),
 		Umask: umaskOf(ctx), Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
 	var r proto.AttrReply
+	stamp := c.attrStamp()
 	if err := c.mdtCall(ctx, dir, proto.MCreate, req, &r); err != nil {
 		return nil, nil, err
 	}
@@ -281,6 +282,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	if err != nil || !open {
 		return a, nil, err
 	}
+	c.overlay(a, stamp) // an O_CREAT open of an existing file: as Open
 	f := c.newFile(a, flags)
 	if r.Data.ID != 0 {
 		c.noteDataLock(f.st, r.Data, a)
