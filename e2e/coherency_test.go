@@ -702,6 +702,73 @@ func TestKilledECWriterLeavesNoTornRow(t *testing.T) {
 	}
 }
 
+// A file this client removes for good (no name, no open left) leaves it,
+// and its MDTs, none of the file's locks: its data locks go with the
+// metadata ones, a DoM file's read-on-open lock and create intent
+// included. Before, each such file left a data lock on both sides until
+// the client's LRU gave it back. A file still open when removed keeps its
+// locks, and its descriptor reads and writes it, until the close.
+func TestRemovedFilesLeaveNoLocks(t *testing.T) {
+	c, mnts := coherent(t, 1)
+	a := mnts[0]
+	must(t, os.Mkdir(filepath.Join(a, "dom"), 0o755))
+	must(t, os.Mkdir(filepath.Join(a, "plain"), 0o755))
+	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(a, "dom"))...)
+	serverLocks := func() int64 {
+		var n int64
+		for _, m := range c.MDTs {
+			n += mdtCounters(t, m.Addr)["ldlm_locks_now"]
+		}
+		return n
+	}
+	// The directories' own locks are held from here on.
+	for _, d := range []string{"dom", "plain"} {
+		writeFile(t, filepath.Join(a, d, "warm"), []byte("x"))
+		readFile(t, filepath.Join(a, d, "warm"))
+		must(t, os.Remove(filepath.Join(a, d, "warm")))
+	}
+	held0, server0 := clientCounter(t, a, "locks_held"), serverLocks()
+	const n = 200
+	for _, d := range []string{"dom", "plain"} {
+		for i := range n {
+			p := filepath.Join(a, d, fmt.Sprintf("f%d", i))
+			writeFile(t, p, make([]byte, 3901))
+			if got := readFile(t, p); len(got) != 3901 {
+				t.Fatalf("%s: read %d bytes", p, len(got))
+			}
+		}
+		for i := range n {
+			must(t, os.Remove(filepath.Join(a, d, fmt.Sprintf("f%d", i))))
+		}
+	}
+	// Releases are asynchronous: a removal may have found its file still
+	// open, and the close that destroys it then is no change of this
+	// client's by name (its locks go by the LRU). Allow for a few.
+	const slack = 10
+	if held := clientCounter(t, a, "locks_held"); held > held0+slack {
+		t.Errorf("the client holds %d locks after creating, reading and removing %d files (%d before)", held, 2*n, held0)
+	}
+	if now := serverLocks(); now > server0+slack {
+		t.Errorf("the MDTs hold %d locks after %d files were created, read and removed (%d before)", now, 2*n, server0)
+	}
+
+	// Removed while open: the descriptor goes on working under its locks.
+	p := filepath.Join(a, "dom", "open")
+	writeFile(t, p, []byte("before"))
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	must(t, err)
+	must(t, os.Remove(p))
+	_, err = f.WriteAt([]byte("after!"), 0)
+	must(t, err)
+	got := make([]byte, 6)
+	_, err = f.ReadAt(got, 0)
+	must(t, err)
+	if string(got) != "after!" {
+		t.Fatalf("an open removed file reads %q after its write", got)
+	}
+	must(t, f.Close())
+}
+
 // A client keeps at most --lru-size locks: the unused ones go back to the
 // MDTs, and what they guarded is still right when asked again.
 func TestLockLRU(t *testing.T) {

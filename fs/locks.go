@@ -264,15 +264,17 @@ func (c *Client) noteLock(mdt uint32, fid proto.FID, g proto.LockGrant) {
 	c.trimLRU()
 }
 
-// forgetBits drops this client's metadata locks on fid without a word to
-// anyone: fid left the namespace by this client's own change, whose MDT
-// dropped them too, and this mount's kernel dropped what they guarded.
-func (c *Client) forgetBits(fid proto.FID) {
+// forgetLocks drops this client's metadata locks on fid, and with all
+// its data locks too, without a word to anyone: fid left the namespace by
+// this client's own change, whose MDT dropped them too, and this mount's
+// kernel dropped what they guarded. Data locks go only once the file is
+// destroyed (no name and no open anywhere): nothing of it is cached then.
+func (c *Client) forgetLocks(fid proto.FID, all bool) {
 	t := &c.locks
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, l := range slices.Clone(t.byRes[fid]) {
-		if l.d.Kind == proto.LockBits && !l.cancelling && l.users == 0 {
+		if (all || l.d.Kind == proto.LockBits) && !l.cancelling && l.users == 0 {
 			t.removeLocked(l)
 		}
 	}

@@ -365,7 +365,7 @@ func (c *Client) remove(ctx context.Context, dir proto.FID, name string, isDir b
 		return err
 	}
 	if r.Attr.Nlink == 0 && !r.Attr.FID.IsZero() {
-		c.forgetBits(r.Attr.FID) // the MDT dropped them too
+		c.forgetLocks(r.Attr.FID, r.Destroy) // the MDT dropped them too
 	}
 	if r.Destroy {
 		c.destroyObjects(r.Attr)

@@ -384,8 +384,13 @@ func (m *MDT) wrapChanges() {
 					if u, ok := rep.Msg.(*proto.UnlinkReply); ok && err == nil && u.Attr.Nlink == 0 && !u.Attr.FID.IsZero() {
 						// The inode is gone from the namespace: the asker's
 						// metadata locks on it guard nothing (it drops its
-						// own), and others' were just called back.
-						m.locks.DropBits(r.Client, u.Attr.FID)
+						// own), and others' were just called back. Once the
+						// file is destroyed, neither do its data locks.
+						if u.Destroy {
+							m.locks.DropAll(r.Client, u.Attr.FID)
+						} else {
+							m.locks.DropBits(r.Client, u.Attr.FID)
+						}
 					}
 					release()
 					if !errors.Is(err, errRelock) {

@@ -569,8 +569,21 @@ func (s *Service) Evict(client, why string) {
 // the inode left the namespace by a change client made, and the client
 // drops them on its side when the change's reply says so.
 func (s *Service) DropBits(client string, res proto.FID) {
+	s.drop(res, func(l *ldlm.Lock) bool { return l.Client == client && l.Kind == ldlm.KindBits && !l.Server })
+}
+
+// DropAll drops all of client's locks on res, data locks too, without
+// calling it back: the file was destroyed by a change client made (no
+// name, no open left), and the client drops them on its side when the
+// change's reply says so. Without it every file a client creates and
+// removes leaves it a data lock until its LRU gives it back.
+func (s *Service) DropAll(client string, res proto.FID) {
+	s.drop(res, func(l *ldlm.Lock) bool { return l.Client == client && !l.Server })
+}
+
+func (s *Service) drop(res proto.FID, which func(*ldlm.Lock) bool) {
 	s.mu.Lock()
-	ls := s.ns.Granted(res, func(l *ldlm.Lock) bool { return l.Client == client && l.Kind == ldlm.KindBits && !l.Server })
+	ls := s.ns.Granted(res, which)
 	var eff ldlm.Effects
 	for _, l := range ls {
 		e := s.ns.Cancel(l.ID)
