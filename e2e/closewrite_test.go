@@ -142,7 +142,7 @@ func TestReadAfterClose(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(7, 8))
 		for _, dir := range []string{"dom", "plain"} {
-			for i := range 600 {
+			for i := range 400 {
 				p := filepath.Join(a, dir, fmt.Sprintf("f%d", i))
 				v := make([]byte, 3901) // mdtest-hard's
 				if dir == "plain" {
@@ -189,7 +189,7 @@ func TestTimesAfterClose(t *testing.T) {
 	for _, dir := range []string{"plain", "dom"} {
 		for w := range 3 {
 			g.Go(func() error {
-				for i := range 100 {
+				for i := range 60 {
 					name := filepath.Join(dir, fmt.Sprintf("w%d-f%d", w, i))
 					if err := os.WriteFile(filepath.Join(a, name), make([]byte, 5000), 0o644); err != nil {
 						return err
