@@ -702,7 +702,8 @@ func TestKilledECWriterLeavesNoTornRow(t *testing.T) {
 	}
 }
 
-// A file this client removes for good (no name, no open left) leaves it,
+// A file this client removes for good (no name, no open left: by unlink,
+// by a rename over it, or by the last close of a removed file) leaves it,
 // and its MDTs, none of the file's locks: its data locks go with the
 // metadata ones, a DoM file's read-on-open lock and create intent
 // included. Before, each such file left a data lock on both sides until
@@ -740,16 +741,38 @@ func TestRemovedFilesLeaveNoLocks(t *testing.T) {
 		for i := range n {
 			must(t, os.Remove(filepath.Join(a, d, fmt.Sprintf("f%d", i))))
 		}
+		// Renamed over (an editor's save, rsync): the file replaced
+		// goes with its locks; the survivor is removed after.
+		for i := range n / 4 {
+			p, tmp := filepath.Join(a, d, fmt.Sprintf("r%d", i)), filepath.Join(a, d, fmt.Sprintf("r%d.tmp", i))
+			for _, q := range []string{p, tmp} {
+				writeFile(t, q, make([]byte, 3901))
+				readFile(t, q)
+			}
+			must(t, os.Rename(tmp, p))
+			must(t, os.Remove(p))
+		}
+		// Removed while open: the last close destroys the file.
+		for i := range n / 4 {
+			p := filepath.Join(a, d, fmt.Sprintf("o%d", i))
+			writeFile(t, p, make([]byte, 3901))
+			f, err := os.Open(p)
+			must(t, err)
+			must(t, os.Remove(p))
+			_, err = f.Read(make([]byte, 10))
+			must(t, err)
+			must(t, f.Close())
+		}
 	}
 	// Releases are asynchronous: a removal may have found its file still
 	// open, and the close that destroys it then is no change of this
 	// client's by name (its locks go by the LRU). Allow for a few.
 	const slack = 10
 	if held := clientCounter(t, a, "locks_held"); held > held0+slack {
-		t.Errorf("the client holds %d locks after creating, reading and removing %d files (%d before)", held, 2*n, held0)
+		t.Errorf("the client holds %d locks after creating, reading and removing %d files (%d before)", held, 2*(n+n/2+n/4), held0)
 	}
 	if now := serverLocks(); now > server0+slack {
-		t.Errorf("the MDTs hold %d locks after %d files were created, read and removed (%d before)", now, 2*n, server0)
+		t.Errorf("the MDTs hold %d locks after %d files were created, read and removed (%d before)", now, 2*(n+n/2+n/4), server0)
 	}
 
 	// Removed while open: the descriptor goes on working under its locks.

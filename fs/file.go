@@ -613,6 +613,7 @@ func (f *File) Release(ctx context.Context) error {
 		return err
 	}
 	if r.Destroy {
+		c.forgetLocks(st.fid, true) // the MDT dropped them too
 		c.destroyObjects(r.Attr)
 	}
 	return ferr

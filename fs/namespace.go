@@ -412,6 +412,7 @@ func (c *Client) Rename(ctx context.Context, srcDir proto.FID, srcName string, d
 		return err
 	}
 	if r.Destroy {
+		c.forgetLocks(r.Replaced.FID, true) // the MDT dropped them too
 		c.destroyObjects(r.Replaced)
 	}
 	return nil

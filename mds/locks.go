@@ -392,6 +392,9 @@ func (m *MDT) wrapChanges() {
 							m.locks.DropBits(r.Client, u.Attr.FID)
 						}
 					}
+					if rr, ok := rep.Msg.(*proto.RenameReply); ok && err == nil && rr.Destroy && rr.HasReplaced {
+						m.locks.DropAll(r.Client, rr.Replaced.FID) // as an unlink's, for the file renamed over
+					}
 					release()
 					if !errors.Is(err, errRelock) {
 						return rep, err

@@ -304,7 +304,16 @@ func (m *MDT) close(ctx context.Context, r *proto.CloseReq) (any, error) {
 	} else {
 		return reply, nil
 	}
-	return reply, m.commit(b, false)
+	if err := m.commit(b, false); err != nil {
+		return nil, err
+	}
+	if reply.Destroy {
+		// The last close of a removed file destroys it: the closer's
+		// locks on it guard nothing now, and it forgets them too.
+		c, _ := rpc.CallerFrom(ctx)
+		m.locks.DropAll(c.Client, r.FID)
+	}
+	return reply, nil
 }
 
 // layoutOf is what LayoutXattr shows: a file's layout or a directory's

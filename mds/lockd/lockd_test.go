@@ -497,3 +497,49 @@ func TestFlockBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// DropBits drops one client's metadata locks on a file, DropAll all of
+// its locks there, data locks too; neither calls anyone back nor touches
+// another client's locks. A writer after them calls back only what is
+// left.
+func TestDropLocks(t *testing.T) {
+	s, n, _ := setup(5 * time.Second)
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, "A", "a", pr(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := s.TryBits("A", fa, proto.LockUpdate); g.ID == 0 {
+		t.Fatal("no Update lock for A")
+	}
+	if _, err := s.Enqueue(ctx, "B", "b", pr(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	now := func() int64 { return counter(s.Counters(), "ldlm_locks_now") }
+	if now() != 3 {
+		t.Fatalf("%d locks, want 3", now())
+	}
+	s.DropBits("A", fa)
+	if now() != 2 {
+		t.Fatalf("after DropBits: %d locks, want A's and B's data locks", now())
+	}
+	s.DropAll("A", fa)
+	if now() != 1 {
+		t.Fatalf("after DropAll: %d locks, want B's", now())
+	}
+	var called []string
+	var mu sync.Mutex
+	for _, c := range []string{"A", "B"} {
+		n.set(c, func(uint16, any) (proto.LVB, error) {
+			mu.Lock()
+			called = append(called, c)
+			mu.Unlock()
+			return proto.LVB{}, nil
+		})
+	}
+	if _, err := s.Enqueue(ctx, "C", "c", pw(0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if len(called) != 1 || called[0] != "B" {
+		t.Fatalf("a writer called back %v, want B only", called)
+	}
+}
