@@ -115,11 +115,13 @@ func (f *File) OpenData() []byte { return f.openData }
 // OpenDataHeld reports whether the lock OpenData's bytes are kept under
 // is still held. A callback that came before the frontend gave the bytes
 // to its kernel dropped none of them: on false the frontend drops them
-// itself. True answers are counted (open_data_cached).
+// itself. True answers are counted (open_data_cached). The handle lets go
+// of the bytes then: OpenData is nil after it.
 func (f *File) OpenDataHeld() bool {
-	if f.openData == nil || !f.c.locks.stillHeld(f.openLock) {
-		return false
+	held := f.openData != nil && f.c.locks.stillHeld(f.openLock)
+	f.openData, f.openLock = nil, nil
+	if held {
+		f.c.counters.openDataCached.Add(1)
 	}
-	f.c.counters.openDataCached.Add(1)
-	return true
+	return held
 }
