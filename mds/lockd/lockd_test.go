@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -247,11 +248,12 @@ func TestResentEnqueue(t *testing.T) {
 
 // A change calls back the other clients' metadata locks, not the asker's,
 // and blocks new grants until released.
-func TestChangeLocks(t *testing.T) {
-	s, n, _ := setup(time.Second)
+// recordCallbacks makes each of clients answer every callback at once,
+// and returns the names of those called back so far, in order.
+func recordCallbacks(n *fakeNet, clients ...string) func() []string {
 	var called []string
 	var mu sync.Mutex
-	for _, c := range []string{"A", "B"} {
+	for _, c := range clients {
 		n.set(c, func(uint16, any) (proto.LVB, error) {
 			mu.Lock()
 			called = append(called, c)
@@ -259,6 +261,16 @@ func TestChangeLocks(t *testing.T) {
 			return proto.LVB{}, nil
 		})
 	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(called)
+	}
+}
+
+func TestChangeLocks(t *testing.T) {
+	s, n, _ := setup(time.Second)
+	called := recordCallbacks(n, "A", "B")
 	ga, _ := s.TryBits("A", fa, proto.LockLookup|proto.LockUpdate)
 	gb, _ := s.TryBits("B", fa, proto.LockUpdate)
 	if ga.ID == 0 || gb.ID == 0 {
@@ -268,8 +280,8 @@ func TestChangeLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(called) != 1 || called[0] != "B" {
-		t.Errorf("called back %v, want only B", called)
+	if got := called(); len(got) != 1 || got[0] != "B" {
+		t.Errorf("called back %v, want only B", got)
 	}
 	if g, _ := s.TryBits("C", fa, proto.LockUpdate); g.ID != 0 {
 		t.Error("a metadata lock was granted during a change")
@@ -526,20 +538,11 @@ func TestDropLocks(t *testing.T) {
 	if now() != 1 {
 		t.Fatalf("after DropAll: %d locks, want B's", now())
 	}
-	var called []string
-	var mu sync.Mutex
-	for _, c := range []string{"A", "B"} {
-		n.set(c, func(uint16, any) (proto.LVB, error) {
-			mu.Lock()
-			called = append(called, c)
-			mu.Unlock()
-			return proto.LVB{}, nil
-		})
-	}
+	called := recordCallbacks(n, "A", "B")
 	if _, err := s.Enqueue(ctx, "C", "c", pw(0, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if len(called) != 1 || called[0] != "B" {
-		t.Fatalf("a writer called back %v, want B only", called)
+	if got := called(); len(got) != 1 || got[0] != "B" {
+		t.Fatalf("a writer called back %v, want B only", got)
 	}
 }
