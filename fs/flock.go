@@ -133,16 +133,22 @@ func (c *Client) FlockTest(ctx context.Context, fid proto.FID, l FlockLock) (Flo
 }
 
 // FlockUnlock gives up owner's locks of kind in [start, end) of fid.
+//
+// The range leaves this client's table before the unlock is sent, as
+// FlockRelease does: an MDT that restarts after doing the unlock (and
+// granting a waiter on another client) but before its answer arrives
+// must not be given the lock back by this client's replay, which would
+// refuse the waiter's replay and leave two owners each thinking it holds
+// the range. The unlock's resend finds nothing to unlock.
 func (c *Client) FlockUnlock(ctx context.Context, fid proto.FID, kind uint8, owner, start, end uint64) error {
 	if start >= end {
 		return syscall.EINVAL
 	}
-	err := c.mdtCall(ctx, fid, proto.MFlock, &proto.FlockReq{Op: proto.FlockUnlock, Res: fid, Kind: kind, Owner: owner, Start: start, End: end}, &proto.FlockReply{})
 	ft := &c.flocks
 	ft.mu.Lock()
 	ft.table().Unlock(fid, ldlm.FlockKind(kind), ldlm.FlockOwner{Client: me, ID: owner}, start, end)
 	ft.mu.Unlock()
-	return err
+	return c.mdtCall(ctx, fid, proto.MFlock, &proto.FlockReq{Op: proto.FlockUnlock, Res: fid, Kind: kind, Owner: owner, Start: start, End: end}, &proto.FlockReply{})
 }
 
 // FlockRelease gives up every lock of kind that owner holds on fid (the
