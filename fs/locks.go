@@ -67,6 +67,7 @@ type heldLock struct {
 	// cancelling: a cancel is under way; new operations do not use it.
 	cancelling bool
 	done       chan struct{} // closed when the cancel is over
+	lvb        proto.LVB     // what the cancel's flush made of the size, once done
 	elem       *list.Element // in the LRU
 	// given is when the frontend last let its cache keep what the lock
 	// guards (unix nanoseconds): past the frontend's cache timeout there
@@ -460,7 +461,9 @@ func (c *Client) cancelHere(l *heldLock, bare bool) (proto.LVB, bool) {
 		done := l.done
 		t.mu.Unlock()
 		<-done
-		return proto.LVB{}, false
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return l.lvb, false
 	}
 	l.cancelling = true
 	l.done = make(chan struct{})
@@ -489,6 +492,7 @@ func (c *Client) cancelHere(l *heldLock, bare bool) (proto.LVB, bool) {
 	}
 	t.mu.Lock()
 	t.removeLocked(l)
+	l.lvb = lvb
 	close(l.done)
 	t.mu.Unlock()
 	return lvb, true
@@ -675,13 +679,19 @@ func (c *Client) dropMDTLocks(mdt uint32, ids map[uint64]bool) {
 }
 
 // replayLocks puts back this client's locks on a restarted MDT (Lustre's
-// lock replay): those it refuses are dropped here.
+// lock replay): those it refuses are dropped here. A lock whose cancel is
+// under way is replayed too: until its flush is over (and the cancel
+// removes it from the table) it still guards dirty data, and without it
+// the MDT would grant another client a conflicting lock and let it read
+// the file from before the flush (Lustre skips only locks whose blocking
+// work is done, LDLM_FL_BL_DONE). The MDT calls it back as any other and
+// finds it gone, or waits for the cancel.
 func (c *Client) replayLocks(ctx context.Context, mdt uint32, do func(*rpc.Call) error) {
 	t := &c.locks
 	t.mu.Lock()
 	var ds []proto.LockDesc
 	for _, l := range t.byID {
-		if l.mdt == mdt && !l.cancelling {
+		if l.mdt == mdt {
 			ds = append(ds, l.d)
 		}
 	}
