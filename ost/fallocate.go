@@ -41,7 +41,7 @@ func (o *OST) fallocate(ctx context.Context, r *proto.OFallocateReq) (any, error
 	mu := o.lock(r.Obj)
 	mu.RLock()
 	defer mu.RUnlock()
-	if err := o.unInline(r.Obj); err != nil {
+	if err := o.unInline(r.Obj, r.Mode != proto.FallocPunch); err != nil {
 		return nil, o.errorf("fallocate", r.Obj, err)
 	}
 	of, err := o.get(r.Obj, r.Mode != proto.FallocPunch)

@@ -136,6 +136,8 @@ func (o *OST) writeInline(ctx context.Context, req *proto.OWriteReq, data []byte
 	if end > uint64(o.cfg.InlineMax) || len(req.Tag) > 0 {
 		if had {
 			err = o.spill(req.Obj, rec)
+		} else {
+			err = o.claimFile(req.Obj)
 		}
 		return nil, false, err
 	}
@@ -221,20 +223,41 @@ func (o *OST) punchInline(id proto.ObjID, size uint64) (done bool, err error) {
 	return true, o.space.shrink(id, rec, had, o.inlineAlloc(len(cur)), size, false, cur)
 }
 
-// unInline spills id if it is inline, for what only a file does. The
-// object's lock is held (shared or exclusive).
-func (o *OST) unInline(id proto.ObjID) error {
+// unInline spills id if it is inline, for what only a file does; with
+// create, a missing object is made a file. The object's lock is held
+// (shared or exclusive).
+func (o *OST) unInline(id proto.ObjID, create bool) error {
 	if o.cfg.InlineMax == 0 {
 		return nil
 	}
 	am := o.allocLock(id)
 	am.Lock()
 	defer am.Unlock()
-	rec, had, err := o.idx.object(id)
-	if err != nil || !had || !rec.Inline {
+	rec, had, inline, err := o.inlineState(id)
+	switch {
+	case err != nil || !inline:
+		return err
+	case had:
+		return o.spill(id, rec)
+	case create:
+		return o.claimFile(id)
+	}
+	return nil
+}
+
+// claimFile makes the file of an object that has neither record nor file
+// yet, for a write that is to go to a file. It must be made before the
+// allocation lock is let go: a write under the shared object lock racing
+// with this one would otherwise find no file either and record the object
+// inline, its bytes in the index and ours in a file nothing reads. The
+// allocation lock is held.
+func (o *OST) claimFile(id proto.ObjID) error {
+	of, err := o.get(id, true)
+	if err != nil {
 		return err
 	}
-	return o.spill(id, rec)
+	o.put(of)
+	return nil
 }
 
 // spill moves an inline object into a file of its own. The object's lock

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -151,4 +152,32 @@ func TestInlineObjects(t *testing.T) {
 	if len(list.Objs) != 0 {
 		t.Fatalf("listed %v after every object was destroyed", list.Objs)
 	}
+}
+
+// Writes racing to a new object, one within the inline limit and one
+// past it, each from its own client: whichever comes first, the object
+// ends as one thing, an inline value or a file, holding both writes. The
+// write past the limit once decided "a file" but made the file only after
+// letting go of the allocation lock, so the other could still record the
+// object inline: its first bytes inline, the rest in a file nothing read
+// (and fsck later found the file orphaned).
+func TestInlineRaceWithFileWrite(t *testing.T) {
+	const inlineMax = 64 << 10
+	to := startOST(t, Config{Index: 0, InlineMax: inlineMax})
+	owner := proto.Owner{Uid: 1001, Gid: 1001}
+	small, big := to.client(1, owner), to.client(2, owner)
+	head, tail := bytes.Repeat([]byte{'h'}, inlineMax), bytes.Repeat([]byte{'t'}, inlineMax)
+	want := append(append([]byte(nil), head...), tail...)
+	for i := range 200 {
+		id := obj(uint32(1000 + i))
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); must(t, small.write(id, 0, head)) }()
+		go func() { defer wg.Done(); must(t, big.write(id, inlineMax, tail)) }()
+		wg.Wait()
+		if got := small.read(id, 0, 2*inlineMax+100); !bytes.Equal(got, want) {
+			t.Fatalf("object %d: read %d bytes, not the two writes' %d", i, len(got), len(want))
+		}
+	}
+	checkAccounting(t, "after the races", to.o, func(proto.ObjID) proto.Owner { return owner })
 }
