@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -68,8 +69,16 @@ func TestDoMReadOnOpen(t *testing.T) {
 		t.Fatalf("open+read of a 3901-byte DoM file no one holds a write lock on: %d ost_reads, %d opens' data kept; want 0 and 1", r-r0, k-k0)
 	}
 
+	// Each of the handles below is one whose open brought the data and
+	// gave it to the kernel's page cache (open_data_cached): their reads
+	// cost no FUSE read, and what changes the file must drop those pages.
+	cached := func() int64 { return clientCounter(t, b, "open_data_cached") }
+	c0 := cached()
 	fb, err := os.Open(pb)
 	must(t, err)
+	if c := cached(); c != c0+1 {
+		t.Fatalf("open there: %d opens' data given to the page cache, want 1", c-c0)
+	}
 	check("open there", fb, v1)
 	v2 := append(v1[:2000:2000], data(3000)...)
 	wa, err := os.OpenFile(pa, os.O_WRONLY, 0)
@@ -83,10 +92,11 @@ func TestDoMReadOnOpen(t *testing.T) {
 	// through a handle whose open brought the data (no other is open).
 	must(t, fb.Close())
 	_, k0 = counts(b)
+	c0 = cached()
 	fb2, err := os.Open(pb)
 	must(t, err)
-	if _, k := counts(b); k != k0+1 {
-		t.Fatalf("open there with no other handle: %d opens' data kept, want 1", k-k0)
+	if _, k := counts(b); k != k0+1 || cached() != c0+1 {
+		t.Fatalf("open there with no other handle: %d opens' data kept, %d given to the page cache; want 1 and 1", k-k0, cached()-c0)
 	}
 	wb, err := os.OpenFile(pb, os.O_WRONLY, 0)
 	must(t, err)
@@ -112,6 +122,34 @@ func TestDoMReadOnOpen(t *testing.T) {
 	must(t, fb3.Close())
 	if r, k := counts(b); r != r0 || k != k0+1 {
 		t.Fatalf("open+read after the changes: %d ost_reads, %d opens' data kept; want 0 and 1", r-r0, k-k0)
+	}
+
+	// A shared mapping's stores are the kernel's dirty pages until they
+	// are written back: the mapping's handle keeps the file's state open
+	// there, so a read-only open beside it asks for no data and gives the
+	// page cache none to lay over those pages; it reads what was stored.
+	wm, err := os.OpenFile(pb, os.O_RDWR, 0)
+	must(t, err)
+	m, err := syscall.Mmap(int(wm.Fd()), 0, 100, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	must(t, err)
+	v4 := append([]byte("mapped"), v3[6:100]...)
+	copy(m, "mapped")
+	c0 = cached()
+	if got := readFile(t, pb); !bytes.Equal(got, v4) || cached() != c0 {
+		t.Fatalf("read there beside a dirty shared mapping: %q..., %d opens' data given to the page cache; want %q... and none",
+			got[:min(len(got), 9)], cached()-c0, v4[:9])
+	}
+	must(t, syscall.Munmap(m))
+	must(t, wm.Close())
+	// The kernel sends the handle's release after close(2) returns: the
+	// next opens may still find the state open and ask for no data.
+	for i := 0; cached() == c0; i++ {
+		if got := readFile(t, pb); !bytes.Equal(got, v4) {
+			t.Fatalf("read there once the mapping is gone: %q..., want %q...", got[:min(len(got), 9)], v4[:9])
+		}
+		if i == 100 {
+			t.Fatal("read there once the mapping is gone: no open's data given to the page cache in 100 opens")
+		}
 	}
 
 	// Past the limit (64 KiB), and with no data on the MDT: as before.

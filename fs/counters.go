@@ -14,6 +14,7 @@ type counters struct {
 	readaheadHits        atomic.Int64
 	readaheadBytes       atomic.Int64
 	openDataKept         atomic.Int64 // small files' data that came with their open (opendata.go)
+	openDataCached       atomic.Int64 // and that the frontend's kernel kept in its page cache (OpenDataHeld)
 	closeWrites          atomic.Int64 // Data-on-MDT writes a close carried (closewrite.go)
 	localReads           atomic.Int64 // reads lent from an OST's object file in this process (view.go)
 	directWrites         atomic.Int64 // writes an OST in this process took from the chunk buffer (rpc.Client.Direct)
@@ -53,6 +54,7 @@ func (c *Client) Counters() []Counter {
 		{"readahead_hits", c.counters.readaheadHits.Load()},
 		{"readahead_bytes", c.counters.readaheadBytes.Load()},
 		{"open_data_kept", c.counters.openDataKept.Load()},
+		{"open_data_cached", c.counters.openDataCached.Load()},
 		{"close_writes", c.counters.closeWrites.Load()},
 		{"local_reads", c.counters.localReads.Load()},
 		{"direct_writes", c.counters.directWrites.Load()},

@@ -75,6 +75,10 @@ type File struct {
 	c     *Client
 	st    *inodeState
 	Flags int
+	// openData is the file's data as the open brought it, kept under
+	// openLock (OpenData).
+	openData []byte
+	openLock *heldLock
 }
 
 // Open opens an existing file.
@@ -99,7 +103,7 @@ func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, err
 	c.overlay(&r.Attr, stamp)
 	f := c.newFile(&r.Attr, flags)
 	if ask && (r.Data.ID != 0 || len(r.Bytes) > 0) {
-		c.keepOpenData(f.st, &r, gen, held)
+		f.openData, f.openLock = c.keepOpenData(f.st, &r, gen, held)
 	}
 	return f, nil
 }

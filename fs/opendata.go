@@ -20,6 +20,12 @@ import (
 // the bytes are kept only if nothing that can change file data here (a
 // write open, a truncate: dataGen) happened from before the request left
 // until they are in place.
+//
+// The frontend may hand the bytes on to its kernel's page cache (File.
+// OpenData), so that the read costs no FUSE round trip either: the read
+// lock's loss drops those pages like any data the lock covers, and this
+// client's own writes and truncates through the kernel drop them in the
+// kernel itself (a direct write invalidates the pages it overlaps).
 
 // askData reports whether an open of fid with flags asks for the file's
 // data, the generation to check the reply against, and the data lock on
@@ -46,18 +52,19 @@ func (c *Client) askData(fid proto.FID, flags int) (gen uint64, held *heldLock, 
 
 // keepOpenData keeps the bytes of an open's reply r as st's first chunk,
 // under the read lock the reply granted or the lock held (askData), if
-// nothing changed data here since gen.
-func (c *Client) keepOpenData(st *inodeState, r *proto.AttrReply, gen uint64, held *heldLock) {
+// nothing changed data here since gen. It returns the bytes kept and that
+// lock, or nils.
+func (c *Client) keepOpenData(st *inodeState, r *proto.AttrReply, gen uint64, held *heldLock) (kept []byte, under *heldLock) {
 	defer c.trimLRU()
 	l := held
 	if r.Data.ID != 0 {
 		l = c.takeDataLock(st, r.Data, &r.Attr)
 		if l == nil || r.Data.Mode != proto.LockPR || r.Data.End != proto.LockEOF || r.Data.Start != 0 {
-			return
+			return nil, nil
 		}
 	}
 	if l == nil || len(r.Bytes) == 0 {
-		return
+		return nil, nil
 	}
 	ch := &raChunk{ready: closedReady, data: append([]byte(nil), r.Bytes...), given: true}
 	ch.refs.Store(1) // the map's
@@ -66,7 +73,7 @@ func (c *Client) keepOpenData(st *inodeState, r *proto.AttrReply, gen uint64, he
 	if c.dataGen.Load() != gen || st.size != uint64(len(ch.data)) || int64(len(ch.data)) > size ||
 		st.ra.chunks[0] != nil || len(st.wb.dirty) > 0 || len(st.wb.flushing) > 0 || c.raBytes.Load()+size > c.opts.MaxReadAheadTotal {
 		st.mu.Unlock()
-		return
+		return nil, nil
 	}
 	if st.ra.chunks == nil {
 		st.ra.chunks = map[int64]*raChunk{}
@@ -83,7 +90,9 @@ func (c *Client) keepOpenData(st *inodeState, r *proto.AttrReply, gen uint64, he
 			c.releaseRA(st, 0)
 		}
 		st.mu.Unlock()
+		return nil, nil
 	}
+	return ch.data, l
 }
 
 // closedReady is the ready channel of a chunk that came with its data.
@@ -92,3 +101,27 @@ var closedReady = func() chan struct{} {
 	close(ch)
 	return ch
 }()
+
+// OpenData is all of the file's data as this open received it (a
+// read-only open of a small Data-on-MDT file), for a frontend whose
+// kernel may keep it in its page cache; nil when the open brought none or
+// the client did not keep it. The bytes are the client's: read, never
+// change them. The client keeps them under a read lock on all of the
+// file, whose loss drops the kernel's pages of the file
+// (Invalidator.InvalidateData) as for any data a lock covers. A frontend
+// that gives its kernel the bytes asks OpenDataHeld afterwards.
+func (f *File) OpenData() []byte { return f.openData }
+
+// OpenDataHeld reports whether the lock OpenData's bytes are kept under
+// is still held. A callback that came before the frontend gave the bytes
+// to its kernel dropped none of them: on false the frontend drops them
+// itself. True answers are counted (open_data_cached). The handle lets go
+// of the bytes then: OpenData is nil after it.
+func (f *File) OpenDataHeld() bool {
+	held := f.openData != nil && f.c.locks.stillHeld(f.openLock)
+	f.openData, f.openLock = nil, nil
+	if held {
+		f.c.counters.openDataCached.Add(1)
+	}
+	return held
+}

@@ -17,7 +17,8 @@ import (
 // goes (fs.Invalidator, through FUSE's notify messages). File data is
 // not cached by the kernel at all in that mode (FOPEN_DIRECT_IO): reads
 // and writes reach the client, which caches under its data locks; only
-// pages a program maps are the kernel's, and dropped the same way.
+// pages a program maps, and a small file's data its open brought whole
+// (FS.cacheOpenData), are the kernel's, and dropped the same way.
 
 // entry is a name the kernel may have cached.
 type entry struct {
