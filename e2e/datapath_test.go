@@ -356,7 +356,13 @@ func TestUpLocalReads(t *testing.T) {
 	sfRun(t, &testcluster.Cluster{Bin: testcluster.Binary(t)}, "setstripe", "-c", "2", "-S", "1M", wide)
 	path := filepath.Join(wide, "f")
 	want := write(path, 5<<20+123, 0, 1<<20, 3<<20+5)
+	hints := clientCounter(t, mnt, "readahead_hints")
 	readBack(path, want)
+	// A sequential reader of lent views has the object files read ahead
+	// in their page cache, as the kernel does for a loopback mount.
+	if clientCounter(t, mnt, "readahead_hints") == hints {
+		t.Error("reading 5 MiB in order asked no object file to read ahead")
+	}
 	f, err := os.Open(path)
 	must(t, err)
 	must(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))

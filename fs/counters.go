@@ -13,6 +13,7 @@ type counters struct {
 	ecUnrecoverable      atomic.Int64 // EC rows a reader could not rebuild (EIO)
 	readaheadHits        atomic.Int64
 	readaheadBytes       atomic.Int64
+	readaheadHints       atomic.Int64 // object files asked to read ahead for reads lent from them (hintAhead)
 	openDataKept         atomic.Int64 // small files' data that came with their open (opendata.go)
 	openDataCached       atomic.Int64 // and that the frontend's kernel kept in its page cache (OpenDataHeld)
 	closeWrites          atomic.Int64 // Data-on-MDT writes a close carried (closewrite.go)
@@ -53,6 +54,7 @@ func (c *Client) Counters() []Counter {
 		{"ec_unrecoverable_reads", c.counters.ecUnrecoverable.Load()},
 		{"readahead_hits", c.counters.readaheadHits.Load()},
 		{"readahead_bytes", c.counters.readaheadBytes.Load()},
+		{"readahead_hints", c.counters.readaheadHints.Load()},
 		{"open_data_kept", c.counters.openDataKept.Load()},
 		{"open_data_cached", c.counters.openDataCached.Load()},
 		{"close_writes", c.counters.closeWrites.Load()},

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/stripefs/stripefs/layout"
 	"github.com/stripefs/stripefs/proto"
 	"github.com/stripefs/stripefs/rpc"
@@ -53,6 +55,9 @@ type readahead struct {
 	seq    int   // reads in a row near next
 	window int64 // chunks to keep ahead; 0 when not sequential
 	chunks map[int64]*raChunk
+	// hinted is, by stripe, how far into its object file the page cache
+	// was asked to read ahead for reads lent from it (hintAhead).
+	hinted map[int]int64
 }
 
 // raMinRun is how many reads in a row must follow one another before the
@@ -69,24 +74,10 @@ const raMinRun = 3
 // cached under it. st.mu is held.
 func (c *Client) noteRead(st *inodeState, off int64, n int, lk *heldLock) map[int64]*raChunk {
 	ra, size := &st.ra, st.wb.size
-	maxWindow := c.opts.ReadAhead / size
-	if maxWindow <= 0 {
+	if !c.observe(st, off, n) {
 		return nil
 	}
-	slack := max(ra.window, 1) * size
-	if ra.seq > 0 && off >= ra.next-slack && off <= ra.next+slack {
-		ra.seq++
-	} else {
-		ra.seq, ra.window = 1, 0
-		c.dropFetched(st)
-	}
 	end := off + int64(n)
-	if end > ra.next {
-		if ra.seq >= raMinRun && (end-1)/size > (ra.next-1)/size {
-			ra.window = min(max(ra.window*2, 1), maxWindow) // grows once per chunk crossed
-		}
-		ra.next = end
-	}
 	first, last := off/size, (end-1)/size
 	if ra.window > 0 {
 		for idx := range ra.chunks { // well behind the reader: done with
@@ -132,6 +123,61 @@ func (c *Client) noteRead(st *inodeState, off int64, n int, lk *heldLock) map[in
 		}
 	}
 	return out
+}
+
+// observe updates the reader's pattern with a read of [off, off+n): the
+// window opens after raMinRun reads that follow one another and doubles
+// with each chunk crossed, up to Options.ReadAhead. It is false when the
+// mount reads nothing ahead. st.mu is held.
+func (c *Client) observe(st *inodeState, off int64, n int) bool {
+	ra, size := &st.ra, st.wb.size
+	maxWindow := c.opts.ReadAhead / size
+	if maxWindow <= 0 {
+		return false
+	}
+	slack := max(ra.window, 1) * size
+	if ra.seq > 0 && off >= ra.next-slack && off <= ra.next+slack {
+		ra.seq++
+	} else {
+		ra.seq, ra.window, ra.hinted = 1, 0, nil
+		c.dropFetched(st)
+	}
+	end := off + int64(n)
+	if end > ra.next {
+		if ra.seq >= raMinRun && (end-1)/size > (ra.next-1)/size {
+			ra.window = min(max(ra.window*2, 1), maxWindow) // grows once per chunk crossed
+		}
+		ra.next = end
+	}
+	return true
+}
+
+// hintAhead is read-ahead for a read lent from an OST's object file in
+// this process (localView): nothing is fetched into the client, but once
+// the reader is sequential the object file's page cache is asked to read
+// its share of the window ahead (POSIX_FADV_WILLNEED), as the kernel reads
+// ahead on a loopback mount's backing file. Without it each 1 MiB read of
+// cold data waited for the disk, with only the block device's small
+// read-ahead (a cold 1 GiB read ran at 0.68 of the loopback mount's). The
+// hint is renewed once the reader is half-way through it. st.mu is held.
+func (c *Client) hintAhead(st *inodeState, v View, off int64, n int) {
+	ra := &st.ra
+	if !c.observe(st, off, n) || ra.window == 0 || v.File == 0 {
+		return
+	}
+	win := ra.window * st.wb.size / int64(max(len(st.layout.OSTs), 1))
+	end := v.Off + int64(n)
+	if ra.hinted == nil {
+		ra.hinted = map[int]int64{}
+	}
+	from := max(ra.hinted[v.stripe], end)
+	if from-end >= win/2 {
+		return
+	}
+	if err := unix.Fadvise(int(v.File), from, end+win-from, unix.FADV_WILLNEED); err == nil {
+		ra.hinted[v.stripe] = end + win
+		c.counters.readaheadHints.Add(1)
+	}
 }
 
 // dropFetched forgets chunks whose fetch has finished; those still on

@@ -22,6 +22,7 @@ type View struct {
 	Len  int
 
 	release func()
+	stripe  int // the object's, for a File view (hintAhead)
 }
 
 // Size is the number of bytes the view holds.
@@ -89,5 +90,5 @@ func (c *Client) localView(st *inodeState, lay proto.Layout, off int64, n int) (
 		return View{}, false
 	}
 	c.counters.localReads.Add(1)
-	return View{File: fd, Off: int64(m[0].ObjOff), Len: n, release: release}, true
+	return View{File: fd, Off: int64(m[0].ObjOff), Len: n, release: release, stripe: m[0].Stripe}, true
 }
