@@ -284,6 +284,14 @@ func flockCounter(t *testing.T, restart bool) {
 			t.Errorf("counter on %s: %d, want %d", m, v, 3*each)
 		}
 	}
+	if t.Failed() {
+		// What each mount put back after the restart, for the reader of
+		// a failure (the cause of a lost increment is in the replay).
+		for _, m := range mnts {
+			t.Logf("%s: locks replayed %d, refused %d, evictions %d", m, clientCounter(t, m, "locks_replayed"),
+				clientCounter(t, m, "locks_replay_refused"), clientCounter(t, m, "lock_evictions"))
+		}
+	}
 }
 
 // Split, merge, partial unlock and conversion of POSIX locks: what another
