@@ -240,8 +240,9 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 		pending = st.overlayDirty(p[:n], off)
 		if len(pending) == 0 {
 			if v, ok := f.c.localView(st, lay, off, n); ok {
-				f.c.hintAhead(st, v, off, n)
+				hint := f.c.hintAhead(st, v, off, n)
 				st.mu.Unlock()
+				hint.give()
 				return v, nil
 			}
 		}
