@@ -164,28 +164,30 @@ func (m *MDT) readOnOpen(ctx context.Context, max uint32, held bool, rep *proto.
 		return
 	}
 	fid := rep.Attr.FID
+	a := rep.Attr
 	var d proto.LockDesc
+	withdraw := func() {}
 	if !held {
 		if d = m.locks.TryRead(c.Client, c.Name, fid); d.ID == 0 {
 			return
 		}
-	}
-	withdraw := func() {
-		if d.ID != 0 {
-			m.locks.Withdraw(d.ID)
+		withdraw = func() { m.locks.Withdraw(d.ID) }
+		// The open read the inode before the lock was granted: a writer
+		// may have changed it in between. With the caller's own lock held
+		// since before the open, no one else can have.
+		n, err := m.getInode(fid)
+		if err != nil || !small(n.Attr) {
+			withdraw()
+			return
 		}
+		a = n.Attr
 	}
-	n, err := m.getInode(fid)
-	if err != nil || !small(n.Attr) {
-		withdraw()
-		return
-	}
-	buf := make([]byte, n.Attr.Size)
+	buf := make([]byte, a.Size)
 	if _, _, ok, err := m.dom.ReadInline(proto.ObjID{FID: fid}, 0, buf); err != nil || !ok {
 		withdraw()
 		return
 	}
-	rep.Attr, rep.Data, rep.Bytes = n.Attr, d, buf
+	rep.Attr, rep.Data, rep.Bytes = a, d, buf
 }
 
 // domMax is the largest Data-on-MDT component this MDT accepts: 0 when it
