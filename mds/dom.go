@@ -183,7 +183,7 @@ func (m *MDT) readOnOpen(ctx context.Context, max uint32, held bool, rep *proto.
 		a = n.Attr
 	}
 	buf := make([]byte, a.Size)
-	if _, _, ok, err := m.dom.ReadInline(proto.ObjID{FID: fid}, 0, buf); err != nil || !ok {
+	if ok, err := m.dom.ReadInline(proto.ObjID{FID: fid}, buf); err != nil || !ok {
 		withdraw()
 		return
 	}

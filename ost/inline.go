@@ -312,15 +312,25 @@ func (o *OST) spillFile(of *objFile, rec objRecord, data []byte) (after, size ui
 	return o.allocated(of)
 }
 
-// ReadInline reads an inline object's bytes at off into buf, as an
-// ost_read would (an MDT's open reply carries a small Data-on-MDT file's
-// data): n bytes read, the object's size; ok is false when the object is
-// missing or a file's.
-func (o *OST) ReadInline(id proto.ObjID, off uint64, buf []byte) (n int, size uint64, ok bool, err error) {
+// ReadInline fills buf with an inline object's first len(buf) bytes (an
+// MDT's open reply carries a small Data-on-MDT file's data), zeros past
+// what the object holds; ok is false when the object is missing or a
+// file's. One Get: the index has an object's bytes exactly when its
+// record says inline (putObject, spilled), and a single key reads whole.
+func (o *OST) ReadInline(id proto.ObjID, buf []byte) (ok bool, err error) {
 	mu := o.lock(id)
 	mu.RLock()
 	defer mu.RUnlock()
-	return o.readInline(id, off, buf)
+	v, closer, err := o.idx.db.Get(inlineKey(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s: index: inline object %s: %v: %w", o.idx.name, id, err, syscall.EIO)
+	}
+	defer closer.Close()
+	clear(buf[copy(buf, v):])
+	return true, nil
 }
 
 // inlineReply answers an ost_read of an inline object; ok is false when

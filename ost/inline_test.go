@@ -54,6 +54,12 @@ func TestInlineObjects(t *testing.T) {
 		if hasFile(id) != wantFile {
 			t.Fatalf("%s: object file exists %v, want %v", what, !wantFile, wantFile)
 		}
+		// What an MDT's open reply carries: the bytes of an inline object
+		// only, zeros past what it holds.
+		buf := bytes.Repeat([]byte{0xff}, len(model))
+		if ok, err := to.o.ReadInline(id, buf); err != nil || ok == wantFile || (ok && !bytes.Equal(buf, model)) {
+			t.Fatalf("%s: ReadInline ok=%v err=%v (a file: %v), bytes as written: %v", what, ok, err, wantFile, bytes.Equal(buf, model))
+		}
 		if wantBytes != ^uint64(0) {
 			if g.Blocks*512 != wantBytes {
 				t.Fatalf("%s: %d blocks, want %d bytes", what, g.Blocks, wantBytes)
