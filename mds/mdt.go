@@ -125,15 +125,6 @@ const DefaultDoMInline = 64 << 10
 // DefaultCacheSize is an MDT's block cache unless configured.
 const DefaultCacheSize = 256 << 20
 
-// memTableSize is an MDT's Pebble memtable (Pebble's default is 4 MiB).
-// Namespace work reads back what it wrote a moment ago (a create's
-// inode at the stat, open and unlink that follow): from the memtable a
-// Get is one skiplist seek; once flushed, a seek in each table of L0 and
-// below. A small memtable also flushes often, into many small L0 tables
-// for compactions to merge. Memory: up to two (one filling, one
-// flushing).
-const memTableSize = 32 << 20
-
 // MDT is one running metadata target.
 type MDT struct {
 	cfg Config
@@ -256,7 +247,7 @@ func Open(cfg Config) (*MDT, error) {
 	// otherwise re-reads and re-parses index and data blocks of the
 	// tables. Memory is taken as blocks are read, up to the bound.
 	guard := storeguard.New(fmt.Sprintf("mdt%d", cfg.Index))
-	opts := &pebble.Options{CacheSize: cmp.Or(cfg.CacheSize, DefaultCacheSize), MemTableSize: memTableSize}
+	opts := &pebble.Options{CacheSize: cmp.Or(cfg.CacheSize, DefaultCacheSize)}
 	guard.Configure(opts, cmp.Or(cfg.FS, vfs.Default))
 	// Bloom filters: most namespace operations probe for a name or an
 	// inode that is not there (create, lookup of a new name, quota
