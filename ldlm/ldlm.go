@@ -401,6 +401,28 @@ func (ns *Namespace) Cancel(id ID) Effects {
 	return ns.reprocess(rs, l.Res)
 }
 
+// Downgrade turns granted PW extent lock id into PR: a writer that is
+// done writing and keeps reading (Data-on-MDT, whose data and size are on
+// the server once its close carried the write). Other clients' reads are
+// granted beside it instead of calling it back, and their stats need not
+// ask it for the size. A lock already called back is left alone (its
+// holder is giving it up): false. A read lock is one already: true (a
+// resent request's downgrade).
+func (ns *Namespace) Downgrade(id ID) (Effects, bool) {
+	l := ns.byID[id]
+	if l == nil || !l.Granted || l.Kind != KindExtent {
+		return Effects{}, false
+	}
+	if l.Mode == PR {
+		return Effects{}, true
+	}
+	if l.Mode != PW || l.CallbackSent {
+		return Effects{}, false
+	}
+	l.Mode = PR
+	return ns.reprocess(ns.res[l.Res], l.Res), true
+}
+
 func (ns *Namespace) remove(rs *resource, l *Lock) {
 	delete(ns.byID, l.ID)
 	if m := ns.byClient[l.Client]; m != nil {

@@ -30,8 +30,10 @@ func bits(client string, m Mode, b Bits) Request {
 type step struct {
 	name string // the lock this step enqueues is known by it afterwards
 	req  *Request
-	// cancel, evict: instead of an enqueue
-	cancel, evict string
+	// cancel, evict, downgrade: instead of an enqueue
+	cancel, evict, downgrade string
+	// refused: the downgrade is not made
+	refused bool
 
 	wantGranted bool     // for an enqueue: granted at once
 	wantNil     bool     // a Try that was refused
@@ -86,6 +88,12 @@ func run(t *testing.T, steps []step) {
 			e = ns.Cancel(locks[s.cancel].ID)
 		case s.evict != "":
 			e = ns.Evict(s.evict)
+		case s.downgrade != "":
+			var ok bool
+			e, ok = ns.Downgrade(locks[s.downgrade].ID)
+			if ok == s.refused {
+				t.Fatalf("step %d (downgrade %s): made %v, want %v", i, s.downgrade, ok, !s.refused)
+			}
 		}
 		slices.Sort(s.granted)
 		slices.Sort(s.callbacks)
@@ -189,6 +197,20 @@ func TestScenarios(t *testing.T) {
 			{name: "w", req: req(ext("D", PW, 0, 4096)), wantGranted: true},
 			{name: "s", req: req(Request{Res: f1, Client: "C", Kind: KindBits, Mode: EX, Bits: Update | Lookup, Server: true}), wantGranted: true},
 		}},
+		{"a writer done writing downgrades to a reader: others read and cache beside it", []step{
+			{name: "a", req: req(ext("A", PW, 0, 4096)), wantGranted: true, span: [2]uint64{0, EOF}},
+			{downgrade: "a"},
+			{name: "b", req: req(ext("B", PR, 0, mib)), wantGranted: true},
+			{name: "t", req: req(Request{Res: f1, Client: "B", Kind: KindBits, Mode: PR, Bits: Update, Try: true}), wantGranted: true},
+			{downgrade: "b"}, // a reader is one already (a resent downgrade)
+			{name: "w", req: req(ext("C", PW, 0, 4096)), callbacks: []string{"a", "b", "t"}},
+		}},
+		{"a writer already called back is not downgraded", []step{
+			{name: "a", req: req(ext("A", PW, 0, 4096)), wantGranted: true},
+			{name: "b", req: req(ext("B", PR, 0, mib)), callbacks: []string{"a"}},
+			{downgrade: "a", refused: true},
+			{cancel: "a", granted: []string{"b"}},
+		}},
 		{"resources are apart", []step{
 			{name: "a", req: req(ext("A", PW, 0, mib)), wantGranted: true},
 			{name: "b", req: req(Request{Res: f2, Client: "B", Kind: KindExtent, Mode: PW, Start: 0, End: mib}), wantGranted: true},
@@ -287,8 +309,9 @@ func TestReplay(t *testing.T) {
 	}
 }
 
-// A long random run keeps the invariant that matters: no two granted
-// locks conflict, and every waiting request is blocked by something.
+// A long random run (enqueues, cancels, downgrades, evictions) keeps the
+// invariant that matters: no two granted locks conflict, and every
+// waiting request is blocked by something.
 func TestRandomInvariant(t *testing.T) {
 	ns := New(0)
 	clients := []string{"A", "B", "C"}
@@ -324,8 +347,11 @@ func TestRandomInvariant(t *testing.T) {
 				live = slices.Delete(live, k, k+1)
 			}
 		case 3:
-			if rnd(20) == 0 {
+			switch {
+			case rnd(20) == 0:
 				ns.Evict(clients[rnd(3)])
+			case len(live) > 0:
+				ns.Downgrade(live[rnd(len(live))])
 			}
 		}
 		for _, rs := range ns.res {

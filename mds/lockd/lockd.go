@@ -353,6 +353,24 @@ func (s *Service) Cancel(client string, r *proto.LockCancelReq) error {
 	return nil
 }
 
+// Downgrade turns client's PW data lock id on res into PR (ldlm's
+// Downgrade): false if it is not such a lock of client's, or is being
+// called back; true for one that is PR already (a resent close). The caller has the writes the lock covered applied and
+// their size merged: once it is PR, other clients read without asking
+// the holder.
+func (s *Service) Downgrade(client string, res proto.FID, id uint64) bool {
+	s.mu.Lock()
+	l := s.ns.Get(ldlm.ID(id))
+	if l == nil || l.Client != client || l.Server || l.Res != res {
+		s.mu.Unlock()
+		return false
+	}
+	eff, ok := s.ns.Downgrade(ldlm.ID(id))
+	s.mu.Unlock()
+	s.effects(eff)
+	return ok
+}
+
 // TryBits grants client a metadata lock on res if nothing conflicts
 // (an intent lock riding on a reply); zero if not. fresh says the lock is
 // new, not one the client held already.

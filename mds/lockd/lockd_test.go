@@ -326,6 +326,56 @@ func TestGlimpse(t *testing.T) {
 	}
 }
 
+// A writer's lock downgraded to PR is a reader's: another client's stat
+// glimpses no one, its read lock comes without a callback; only the
+// holder can downgrade it (again, as a resend would), and a later writer
+// still calls it back.
+func TestDowngrade(t *testing.T) {
+	s, n, _ := setup(300 * time.Millisecond)
+	ctx := context.Background()
+	asked := map[uint16]int{}
+	var mu sync.Mutex
+	n.set("A", func(m uint16, req any) (proto.LVB, error) {
+		mu.Lock()
+		asked[m]++
+		mu.Unlock()
+		return proto.LVB{Valid: true, Size: 7777}, nil
+	})
+	n.set("B", func(uint16, any) (proto.LVB, error) { return proto.LVB{}, nil })
+	g, err := s.Enqueue(ctx, "A", "a", pw(0, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Downgrade("B", fa, g.Lock.ID) || s.Downgrade("A", proto.FID{Seq: 7, Oid: 2}, g.Lock.ID) {
+		t.Fatal("a lock was downgraded by another client, or on another file")
+	}
+	if !s.Downgrade("A", fa, g.Lock.ID) {
+		t.Fatal("the holder could not downgrade its write lock")
+	}
+	if !s.Downgrade("A", fa, g.Lock.ID) {
+		t.Fatal("a resent downgrade was refused")
+	}
+	a := proto.Attr{Size: 100}
+	s.Glimpse(fa, "B", &a)
+	if _, err := s.Enqueue(ctx, "B", "b", pr(0, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	none := len(asked) == 0
+	mu.Unlock()
+	if !none || a.Size != 100 {
+		t.Fatalf("after the downgrade the holder was asked %v, the glimpse gave %+v", asked, a)
+	}
+	if _, err := s.Enqueue(ctx, "B", "b", pw(0, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked[proto.CBBlocking] != 1 {
+		t.Fatalf("a writer after the downgrade called the reader back %d times, want once", asked[proto.CBBlocking])
+	}
+}
+
 // Replays are taken while the window is open, refused after.
 func TestReplayWindow(t *testing.T) {
 	s, _, _ := setup(time.Second)
