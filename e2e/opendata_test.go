@@ -41,14 +41,25 @@ func TestDoMReadOnOpen(t *testing.T) {
 		return rpcCalls(t, mnt, "ost_read"), clientCounter(t, mnt, "open_data_kept")
 	}
 
-	// The writer's lock is called back by a first read, as without this:
-	// the open takes its read lock only if nothing conflicts.
+	// The close that carried the write turned the writer's lock into a
+	// read lock: a stat and a read there ask the writer nothing, and the
+	// open brings the data under a read lock of its own.
+	if n := clientCounter(t, a, "locks_downgraded"); n != 1 {
+		t.Fatalf("the writer's close downgraded %d locks, want 1", n)
+	}
+	asked := func() int64 {
+		return clientCounter(t, a, "lock_callbacks_blocking") + clientCounter(t, a, "lock_callbacks_glimpse")
+	}
+	cb0 := asked()
 	r0, k0 := counts(b)
+	if fi, err := os.Stat(pb); err != nil || fi.Size() != int64(len(v1)) {
+		t.Fatalf("stat there: %v, %v; want %d bytes", fi, err, len(v1))
+	}
 	if got := readFile(t, pb); !bytes.Equal(got, v1) {
 		t.Fatalf("read there: %d bytes, not the model", len(got))
 	}
-	if r, k := counts(b); r != r0+1 || k != k0 {
-		t.Fatalf("open+read of a 3901-byte DoM file another mount holds a write lock on: %d ost_reads, %d opens' data kept; want 1 and 0", r-r0, k-k0)
+	if r, k := counts(b); r != r0 || k != k0+1 || asked() != cb0 {
+		t.Fatalf("stat, open+read of a 3901-byte DoM file another mount wrote and closed: %d ost_reads, %d opens' data kept, %d callbacks to the writer; want 0, 1 and 0", r-r0, k-k0, asked()-cb0)
 	}
 	r0, k0 = counts(b)
 	if got := readFile(t, pb); !bytes.Equal(got, v1) {
@@ -58,9 +69,9 @@ func TestDoMReadOnOpen(t *testing.T) {
 		t.Fatalf("open+read of a 3901-byte DoM file: %d ost_reads, %d opens' data kept; want 0 and 1", r-r0, k-k0)
 	}
 
-	// Here too, now that the writer's lock went with that first read
-	// there. (A mount that holds a write lock on all of the file, its
-	// create's, gets the data under it: TestRPCCounts' DoM open/read.)
+	// Here too, under the writer's own lock, a read lock now. (A mount
+	// that holds a write lock on all of the file, its create's, gets the
+	// data under it as well: TestRPCCounts' DoM open/read.)
 	r0, k0 = counts(a)
 	if got := readFile(t, pa); !bytes.Equal(got, v1) {
 		t.Fatalf("read here: %d bytes, not the model", len(got))

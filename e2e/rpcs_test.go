@@ -31,7 +31,7 @@ var rpcCounts = map[string]float64{
 	// attributes come with the blocks (no ost_getattr).
 	"create_write_4k_close_dom": 3, // the close carries the data and the size (no setattr, no ost_write: 4 before)
 	"open_read_close_4k_dom":    2, // the data comes with the open (read-on-open)
-	"stat_uncached_4k_dom":      2,
+	"stat_uncached_4k_dom":      1, // the writer's close made its lock a read lock: no getattr (and glimpse of it) after the lookup (2 before)
 }
 
 const rpcSlack = 0.6

@@ -117,3 +117,68 @@ func (c *Client) closeWith(ctx context.Context, st *inodeState, req *proto.Close
 	}
 	return nil
 }
+
+// A close that carries a file's last write leaves its data and size on
+// the MDT, and the write lock then only makes other clients ask this
+// one: a stat elsewhere glimpses it for the size, a read elsewhere calls
+// it back. So the last close that carries the write also turns the lock
+// into a read lock (CloseReq.Downgrade): this client keeps reading from
+// its cache under it, the others read and cache beside it. (Lustre keeps
+// the write lock; mdtest's stat and read phases run from another node
+// then pay a callback per file.)
+
+// startDowngrade picks st's write lock on all of the file for a close
+// carrying st's write to turn into a read lock, and keeps new writes off
+// it meanwhile: only at the last handle's close, with nothing else to
+// write. nil: none.
+func (c *Client) startDowngrade(st *inodeState) *heldLock {
+	t := &c.locks
+	if t.off {
+		return nil
+	}
+	c.filesMu.Lock()
+	last := st.refs == 1
+	c.filesMu.Unlock()
+	if !last {
+		return nil
+	}
+	t.mu.Lock()
+	var l *heldLock
+	for _, x := range t.byRes[st.fid] {
+		// In use, it may be writing data not yet in the dirty set.
+		if x.covers(proto.LockPW, 0, proto.LockEOF) && x.users == 0 {
+			l = x
+			break
+		}
+	}
+	if l != nil {
+		l.downgrading = true
+	}
+	t.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	// Written before the mark and not carried: it needs the write lock.
+	st.mu.Lock()
+	clean := len(st.wb.dirty) == 0 && len(st.wb.flushing) == 1
+	st.mu.Unlock()
+	if !clean {
+		c.endDowngrade(l, false)
+		return nil
+	}
+	return l
+}
+
+// endDowngrade ends l's downgrade: a read lock now if the MDT made it one
+// and no cancel began meanwhile (a cancel gives up whatever the MDT
+// holds).
+func (c *Client) endDowngrade(l *heldLock, made bool) {
+	t := &c.locks
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l.downgrading = false
+	if made && !l.cancelling && t.byID[l.d.ID] == l {
+		l.d.Mode = proto.LockPR
+		t.downgrades.Add(1)
+	}
+}

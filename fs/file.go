@@ -566,6 +566,12 @@ func (f *File) Release(ctx context.Context) error {
 	st.dirty = false
 	st.reporting++
 	st.mu.Unlock()
+	var dg *heldLock
+	if cw != nil {
+		if dg = c.startDowngrade(st); dg != nil {
+			req.Downgrade = dg.d.ID
+		}
+	}
 	var r proto.CloseReply
 	var err error
 	carried := false
@@ -581,6 +587,9 @@ func (f *File) Release(ctx context.Context) error {
 	}
 	if cw == nil || err != nil {
 		err = c.mdtCall(ctx, st.fid, proto.MClose, req, &r)
+	}
+	if dg != nil {
+		c.endDowngrade(dg, err == nil && r.Downgraded)
 	}
 	st.mu.Lock()
 	st.reporting--

@@ -66,9 +66,12 @@ type heldLock struct {
 	users int    // operations using it now; a cancel waits for them
 	// cancelling: a cancel is under way; new operations do not use it.
 	cancelling bool
-	done       chan struct{} // closed when the cancel is over
-	lvb        proto.LVB     // what the cancel's flush made of the size, once done
-	elem       *list.Element // in the LRU
+	// downgrading: a close is turning this write lock into a read lock
+	// (closewrite.go); new writes do not use it.
+	downgrading bool
+	done        chan struct{} // closed when the cancel is over
+	lvb         proto.LVB     // what the cancel's flush made of the size, once done
+	elem        *list.Element // in the LRU
 	// given is when the frontend last let its cache keep what the lock
 	// guards (unix nanoseconds): past the frontend's cache timeout there
 	// is nothing to drop when the lock goes.
@@ -76,7 +79,7 @@ type heldLock struct {
 }
 
 func (l *heldLock) covers(mode uint8, start, end uint64) bool {
-	return l.d.Kind == proto.LockExtent && !l.cancelling && (l.d.Mode == proto.LockPW || mode == proto.LockPR) &&
+	return l.d.Kind == proto.LockExtent && !l.cancelling && ((l.d.Mode == proto.LockPW && !l.downgrading) || mode == proto.LockPR) &&
 		l.d.Start <= start && end <= l.d.End
 }
 
@@ -98,8 +101,8 @@ type lockTable struct {
 	lruKick  chan struct{} // wakes lruWorker
 	cacheTTL atomic.Int64  // the frontend's longest cache timeout (SetCacheTimeout)
 
-	granted, cancelled, lruCancels, blockingCBs, glimpseCBs, enqueueWaits atomic.Int64
-	enqueueNanos, evictions, replayed, replayRefused, enqueues            atomic.Int64
+	granted, cancelled, lruCancels, blockingCBs, glimpseCBs, enqueueWaits, downgrades atomic.Int64
+	enqueueNanos, evictions, replayed, replayRefused, enqueues                        atomic.Int64
 }
 
 func (t *lockTable) init(off bool) {
@@ -660,14 +663,16 @@ func (c *Client) dropMDTLocks(mdt uint32, ids map[uint64]bool) {
 	t := &c.locks
 	t.mu.Lock()
 	var ls []*heldLock
+	var write []bool // read under t.mu: a downgrade changes the mode
 	for _, l := range t.byID {
 		if l.mdt == mdt && ids[l.d.ID] {
 			ls = append(ls, l)
+			write = append(write, l.d.Kind == proto.LockExtent && l.d.Mode == proto.LockPW)
 		}
 	}
 	t.mu.Unlock()
-	for _, l := range ls {
-		if l.d.Kind == proto.LockExtent && l.d.Mode == proto.LockPW {
+	for i, l := range ls {
+		if write[i] {
 			if st := c.openState(l.d.Res); st != nil {
 				st.mu.Lock()
 				c.dropDirtyRange(st, l.d.Start, l.d.End, fmt.Errorf("%s: the MDT dropped this client's write lock: %w", l.d.Res, syscall.EIO))
@@ -755,6 +760,7 @@ func (c *Client) lockCounters() []Counter {
 		{"locks_granted", t.granted.Load()},
 		{"locks_cancelled", t.cancelled.Load()},
 		{"locks_lru_cancels", t.lruCancels.Load()},
+		{"locks_downgraded", t.downgrades.Load()},
 		{"lock_callbacks_blocking", t.blockingCBs.Load()},
 		{"lock_callbacks_glimpse", t.glimpseCBs.Load()},
 		{"lock_enqueues", t.enqueues.Load()},

@@ -260,8 +260,19 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 }
 
 // close drops an open, records the size and mtime the client's writes
-// produced, and finishes an orphan's removal on its last close.
+// produced, finishes an orphan's removal on its last close, and then
+// turns the write lock the client names into a read lock (a write the
+// close carried is written by then: writeOnClose).
 func (m *MDT) close(ctx context.Context, r *proto.CloseReq) (any, error) {
+	reply, err := m.closeFile(ctx, r)
+	if err == nil && r.Downgrade != 0 {
+		c, _ := rpc.CallerFrom(ctx)
+		reply.Downgraded = m.locks.Downgrade(c.Client, r.FID, r.Downgrade)
+	}
+	return reply, err
+}
+
+func (m *MDT) closeFile(ctx context.Context, r *proto.CloseReq) (*proto.CloseReply, error) {
 	if len(r.Cancel.IDs) > 0 {
 		// Locks given back with the close (an unused write lock a create
 		// granted), as MLockCancel would.

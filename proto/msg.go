@@ -362,6 +362,12 @@ type CloseReq struct {
 	// done.
 	Write bool
 	Data  OWriteReq
+	// Downgrade names the caller's write lock on all of the file, to be
+	// turned into a read lock once the close and the write it carries
+	// are done (the caller has no other data of the file to write): other
+	// clients' stats then ask it nothing, their opens get the data with
+	// a read lock of their own. Zero: none.
+	Downgrade uint64
 }
 
 type CloseReply struct {
@@ -369,6 +375,8 @@ type CloseReply struct {
 	Destroy bool
 	// Write is the reply of the write the close carried.
 	Write OWriteReply
+	// Downgraded: CloseReq.Downgrade's lock is a read lock now.
+	Downgraded bool
 }
 
 type DestroyDoneReq struct{ FID FID }
