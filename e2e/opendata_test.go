@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // A small Data-on-MDT file's data comes with its open (read-on-open):
@@ -43,9 +44,13 @@ func TestDoMReadOnOpen(t *testing.T) {
 
 	// The close that carried the write turned the writer's lock into a
 	// read lock: a stat and a read there ask the writer nothing, and the
-	// open brings the data under a read lock of its own.
-	if n := clientCounter(t, a, "locks_downgraded"); n != 1 {
-		t.Fatalf("the writer's close downgraded %d locks, want 1", n)
+	// open brings the data under a read lock of its own. (That close is
+	// the release, which the kernel sends after close(2) returns.)
+	for i := 0; clientCounter(t, a, "locks_downgraded") != 1; i++ {
+		if i == 100 {
+			t.Fatalf("the writer's close downgraded %d locks in 5 s, want 1", clientCounter(t, a, "locks_downgraded"))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	asked := func() int64 {
 		return clientCounter(t, a, "lock_callbacks_blocking") + clientCounter(t, a, "lock_callbacks_glimpse")
@@ -61,12 +66,19 @@ func TestDoMReadOnOpen(t *testing.T) {
 	if r, k := counts(b); r != r0 || k != k0+1 || asked() != cb0 {
 		t.Fatalf("stat, open+read of a 3901-byte DoM file another mount wrote and closed: %d ost_reads, %d opens' data kept, %d callbacks to the writer; want 0, 1 and 0", r-r0, k-k0, asked()-cb0)
 	}
+	// Again: the first read's release may still be on its way, and an
+	// open beside the open state asks for no data (as below).
 	r0, k0 = counts(b)
-	if got := readFile(t, pb); !bytes.Equal(got, v1) {
-		t.Fatalf("read there again: %d bytes, not the model", len(got))
+	for i := 0; ; i++ {
+		if got := readFile(t, pb); !bytes.Equal(got, v1) {
+			t.Fatalf("read there again: %d bytes, not the model", len(got))
+		}
+		if _, k := counts(b); k > k0 || i == 100 {
+			break
+		}
 	}
-	if r, k := counts(b); r != r0 || k != k0+1 {
-		t.Fatalf("open+read of a 3901-byte DoM file: %d ost_reads, %d opens' data kept; want 0 and 1", r-r0, k-k0)
+	if r, k := counts(b); r != r0 || k == k0 {
+		t.Fatalf("open+read of a 3901-byte DoM file: %d ost_reads, %d opens' data kept; want 0 and some", r-r0, k-k0)
 	}
 
 	// Here too, under the writer's own lock, a read lock now. (A mount
@@ -125,14 +137,21 @@ func TestDoMReadOnOpen(t *testing.T) {
 
 	// A fresh open there after all that gets the data as it is now, once
 	// no handle keeps the file's state open there (which asks for none).
+	// (fb2's release may still be on its way: opens until then ask none.)
 	must(t, fb2.Close())
 	r0, k0 = counts(b)
-	fb3, err := os.Open(pb)
-	must(t, err)
-	check("opened again there", fb3, v3[:100])
-	must(t, fb3.Close())
-	if r, k := counts(b); r != r0 || k != k0+1 {
-		t.Fatalf("open+read after the changes: %d ost_reads, %d opens' data kept; want 0 and 1", r-r0, k-k0)
+	for i := 0; ; i++ {
+		fb3, err := os.Open(pb)
+		must(t, err)
+		check("opened again there", fb3, v3[:100])
+		must(t, fb3.Close())
+		if _, k := counts(b); k > k0 || i == 100 {
+			break
+		}
+		r0, _ = counts(b)
+	}
+	if r, k := counts(b); r != r0 || k == k0 {
+		t.Fatalf("open+read after the changes: %d ost_reads, %d opens' data kept; want 0 and some", r-r0, k-k0)
 	}
 
 	// A shared mapping's stores are the kernel's dirty pages until they

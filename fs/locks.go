@@ -422,7 +422,9 @@ func (c *Client) handleGlimpse(_ context.Context, r *rpc.Request) (rpc.Reply, er
 	var lvb proto.LVB
 	if st := c.openState(req.Res); st != nil {
 		st.mu.Lock()
-		if st.dirty {
+		// A size report on its way (a release's close, which may carry
+		// the last write) is not on the MDT yet either.
+		if st.dirty || st.reporting > 0 {
 			lvb = proto.LVB{Valid: true, Size: st.size, Mtime: st.mtime}
 		}
 		st.mu.Unlock()
