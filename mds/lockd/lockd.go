@@ -355,9 +355,9 @@ func (s *Service) Cancel(client string, r *proto.LockCancelReq) error {
 
 // Downgrade turns client's PW data lock id on res into PR (ldlm's
 // Downgrade): false if it is not such a lock of client's, or is being
-// called back; true for one that is PR already (a resent close). The caller has the writes the lock covered applied and
-// their size merged: once it is PR, other clients read without asking
-// the holder.
+// called back; true for one that is PR already (a resent close). The
+// caller has the writes the lock covered applied and their size merged:
+// once it is PR, other clients read without asking the holder.
 func (s *Service) Downgrade(client string, res proto.FID, id uint64) bool {
 	s.mu.Lock()
 	l := s.ns.Get(ldlm.ID(id))
