@@ -213,3 +213,40 @@ func TestTimesAfterClose(t *testing.T) {
 	}
 	must(t, g.Wait())
 }
+
+// TestDoMReopenAppend: the shape of a log many jobs share, each line an
+// open(O_APPEND), a write and a close, on a Data-on-MDT file. The kernel
+// sends a close's release after close(2) returns, so the next open's
+// append often runs while the last close (which carries the line and
+// the size) is on its way; the append's write lock, granted meanwhile,
+// must not take the MDT's older size for the end of file. Every line is
+// there once, in order, from one mount and then from two in turn.
+func TestDoMReopenAppend(t *testing.T) {
+	c, mnts := coherent(t, 2)
+	must(t, os.Mkdir(filepath.Join(mnts[0], "dom"), 0o755))
+	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(mnts[0], "dom"))...)
+	line := func(m, i int) []byte { return []byte(fmt.Sprintf("mount %d line %05d\n", m, i)) }
+	appendLine := func(path string, l []byte) {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		must(t, err)
+		if _, err := f.Write(l); err != nil {
+			t.Fatal(err)
+		}
+		must(t, f.Close())
+	}
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("mounts=%d", n), func(t *testing.T) {
+			name := filepath.Join("dom", fmt.Sprintf("log%d", n))
+			writeFile(t, filepath.Join(mnts[0], name), nil)
+			perMount := 3000 / n
+			for i := range perMount {
+				for m := range n {
+					appendLine(filepath.Join(mnts[m], name), line(m, i))
+				}
+			}
+			for _, m := range mnts {
+				checkAppends(t, filepath.Join(m, name), n, perMount, line)
+			}
+		})
+	}
+}

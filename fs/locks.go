@@ -350,6 +350,7 @@ func (c *Client) enqueue(ctx context.Context, st *inodeState, mode uint8, start,
 	t.enqueues.Add(1)
 	began := time.Now()
 	var r proto.LockEnqueueReply
+	stamp := c.attrStamp()
 	err := c.mdtCall(ctx, st.fid, proto.MLockEnqueue, req, &r)
 	t.enqueueNanos.Add(int64(time.Since(began)))
 	if err != nil {
@@ -363,8 +364,12 @@ func (c *Client) enqueue(ctx context.Context, st *inodeState, mode uint8, start,
 		st.size = max(st.size, r.Attr.Size)
 	} else {
 		// Whatever this client knew of the size before it held a lock may
-		// be another client's truncate out of date.
-		st.size, st.lockedSize = max(r.Attr.Size, st.unreported()), true
+		// be another client's truncate out of date; but not what its own
+		// reports on their way say (a release's close carrying the last
+		// append while the next open appends): the grant may predate them.
+		a := r.Attr
+		st.overlayLocked(&a, stamp)
+		st.size, st.lockedSize = max(r.Attr.Size, a.Size), true
 	}
 	st.ecEnd = max(st.ecEnd, r.Attr.Size)
 	st.mu.Unlock()
