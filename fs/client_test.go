@@ -15,6 +15,7 @@ import (
 	"github.com/stripefs/stripefs/fs"
 	"github.com/stripefs/stripefs/internal/testcluster"
 	"github.com/stripefs/stripefs/proto"
+	"github.com/stripefs/stripefs/rpc"
 )
 
 // start runs MDTs and OSTs in this process over the in-process transport
@@ -304,5 +305,105 @@ func TestStaleGrantAskedAgain(t *testing.T) {
 	}
 	if n := fs.CounterOf(c, "write_through_chunks"); n != 0 {
 		t.Fatalf("%d chunks written through with a grant to be had", n)
+	}
+}
+
+// TestReopenAppendReleaseLate: two clients append lines to one file, each
+// line an open, an append, a flush and a release, as a shared log's
+// writers do through the kernel, which sends the release after close(2)
+// returns: here each release runs while the client's next open and
+// append go on. A write lock called back while a release is reporting
+// the size the last append made must tell the MDT that size, or the
+// other client's next line lands on the last one. Every line is there
+// once, in each client's order.
+func TestReopenAppendReleaseLate(t *testing.T) {
+	a, cl := testcluster.InProc(t, 1, 2, fs.Options{})
+	// Each close takes a little longer on the MDT, as across a network:
+	// the other client's lock callbacks then find releases on their way.
+	cl.WrapMDT(0, proto.MClose, func(next rpc.Handler) rpc.Handler {
+		return func(ctx context.Context, r *rpc.Request) (rpc.Reply, error) {
+			time.Sleep(time.Millisecond)
+			return next(ctx, r)
+		}
+	})
+	ctx := context.Background()
+	b, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name() + "-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	attr, f, err := a.Create(ctx, root, "log", 0o644, 0, true, true, syscall.O_WRONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const lines = 1500
+	line := func(w, i int) []byte { return fmt.Appendf(nil, "w%d %05d\n", w, i) }
+	writer := func(w int, c *fs.Client) error {
+		var releases sync.WaitGroup
+		var failed atomic.Value
+		defer releases.Wait()
+		for i := range lines {
+			f, err := c.Open(ctx, attr.FID, syscall.O_WRONLY|syscall.O_APPEND)
+			if err != nil {
+				return err
+			}
+			if _, _, err := f.Append(ctx, [][]byte{line(w, i)}); err != nil {
+				return err
+			}
+			if err := f.Flush(ctx); err != nil {
+				return err
+			}
+			releases.Add(1)
+			go func() {
+				defer releases.Done()
+				if err := f.Release(ctx); err != nil {
+					failed.Store(err)
+				}
+			}()
+			if err, _ := failed.Load().(error); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make(chan error, 2)
+	for w, c := range []*fs.Client{a, b} {
+		go func() { errs <- writer(w, c) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := b.Open(ctx, attr.FID, syscall.O_RDONLY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	got := make([]byte, 2*lines*len(line(0, 0))+1)
+	n, err := r.ReadAt(ctx, got, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:n]
+	next := [2]int{}
+	for k, l := range bytes.SplitAfter(got, []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		var w, i int
+		if _, err := fmt.Sscanf(string(l), "w%d %d", &w, &i); err != nil || w < 0 || w > 1 || !bytes.Equal(l, line(w, i)) {
+			t.Fatalf("line %d is %q", k, l)
+		}
+		if i != next[w] {
+			t.Fatalf("line %d is writer %d's line %d, want its line %d", k, w, i, next[w])
+		}
+		next[w]++
+	}
+	if next != [2]int{lines, lines} {
+		t.Fatalf("%d bytes hold %v lines of each writer, want %d", n, next, lines)
 	}
 }

@@ -523,9 +523,12 @@ func (c *Client) dropData(l *heldLock) proto.LVB {
 		}
 		st.mu.Lock()
 		c.dropReadaheadRange(st, l.d.Start, l.d.End)
-		if l.d.Mode == proto.LockPW && st.dirty {
+		if l.d.Mode == proto.LockPW && (st.dirty || st.reporting > 0) {
 			// The answer carries the size to the MDT, which merges it as
-			// it reads the answer, before any later request of ours.
+			// it reads the answer, before any later request of ours. A
+			// size report on its way (another handle's release, whose
+			// close took the size this handle's append made) is not on
+			// the MDT yet either: the next writer's grant would miss it.
 			lvb = proto.LVB{Valid: true, Size: st.size, Mtime: st.mtime}
 			st.dirty = false
 			c.fattrs.spoil(st.fid, upd)
