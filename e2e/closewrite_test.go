@@ -214,38 +214,53 @@ func TestTimesAfterClose(t *testing.T) {
 	must(t, g.Wait())
 }
 
-// TestDoMReopenAppend: the shape of a log many jobs share, each line an
-// open(O_APPEND), a write and a close, on a Data-on-MDT file. The kernel
-// sends a close's release after close(2) returns, so the next open's
-// append often runs while the last close (which carries the line and
-// the size) is on its way; the append's write lock, granted meanwhile,
-// must not take the MDT's older size for the end of file. Every line is
-// there once, in order, from one mount and then from two in turn.
-func TestDoMReopenAppend(t *testing.T) {
+// TestReopenAppend: the shape of a log many jobs share, each line an
+// open(O_APPEND), a write and a close. The kernel sends a close's release
+// after close(2) returns, so the next open's append often runs while the
+// last release (which carries a Data-on-MDT file's line and the size it
+// made) is on its way: the append's write lock, granted meanwhile, must
+// not take the MDT's older size for the end of file, and a lock called
+// back meanwhile must tell the MDT the size that release is carrying, or
+// the other mount's next line overwrites the last. Every line is there
+// once, in order: from one mount on a Data-on-MDT file, then from two at
+// once on a Data-on-MDT file (which outgrows its MDT part) and a plain one.
+func TestReopenAppend(t *testing.T) {
 	c, mnts := coherent(t, 2)
 	must(t, os.Mkdir(filepath.Join(mnts[0], "dom"), 0o755))
 	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(mnts[0], "dom"))...)
+	must(t, os.Mkdir(filepath.Join(mnts[0], "plain"), 0o755))
 	line := func(m, i int) []byte { return []byte(fmt.Sprintf("mount %d line %05d\n", m, i)) }
-	appendLine := func(path string, l []byte) {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-		must(t, err)
-		if _, err := f.Write(l); err != nil {
-			t.Fatal(err)
-		}
-		must(t, f.Close())
-	}
-	for _, n := range []int{1, 2} {
-		t.Run(fmt.Sprintf("mounts=%d", n), func(t *testing.T) {
-			name := filepath.Join("dom", fmt.Sprintf("log%d", n))
-			writeFile(t, filepath.Join(mnts[0], name), nil)
-			perMount := 3000 / n
-			for i := range perMount {
-				for m := range n {
-					appendLine(filepath.Join(mnts[m], name), line(m, i))
-				}
+	appendLines := func(path string, m, n int) error {
+		for i := range n {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
 			}
+			if _, err := f.Write(line(m, i)); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		dir      string
+		mounts   int
+		perMount int
+	}{{"dom", 1, 3000}, {"dom", 2, 1000}, {"plain", 2, 1000}} {
+		t.Run(fmt.Sprintf("%s/mounts=%d", tc.dir, tc.mounts), func(t *testing.T) {
+			name := filepath.Join(tc.dir, fmt.Sprintf("log%d", tc.mounts))
+			writeFile(t, filepath.Join(mnts[0], name), nil)
+			var g errgroup.Group
+			for m := range tc.mounts {
+				g.Go(func() error { return appendLines(filepath.Join(mnts[m], name), m, tc.perMount) })
+			}
+			must(t, g.Wait())
 			for _, m := range mnts {
-				checkAppends(t, filepath.Join(m, name), n, perMount, line)
+				checkAppends(t, filepath.Join(m, name), tc.mounts, tc.perMount, line)
 			}
 		})
 	}

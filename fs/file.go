@@ -35,9 +35,12 @@ type inodeState struct {
 	// landed: an MDT reply to a request sent before then may predate it.
 	reporting int
 	reported  uint64
-	wb        writeback
-	ra        readahead
-	flushAll  int // flushAll calls waiting: chunks are sent as soon as they can be
+	// sizeSent: a report of the size this client's writes made reached
+	// the MDT while the state lived (the last release notes it then).
+	sizeSent bool
+	wb       writeback
+	ra       readahead
+	flushAll int // flushAll calls waiting: chunks are sent as soon as they can be
 
 	// ecEnd bounds the data of an erasure-coded file on the OSTs as far
 	// as this client knows (the size at open, raised by each flush and
@@ -510,6 +513,7 @@ func (f *File) flushAttrs(ctx context.Context, sync bool) error {
 		return err
 	}
 	st.dirty = false
+	st.sizeSent = true
 	f.c.sizeReported(st)
 	return nil
 }
@@ -599,18 +603,25 @@ func (f *File) Release(ctx context.Context) error {
 	} else if err != nil && req.SetSize {
 		st.dirty = true // the next flush or close reports it again
 	}
-	reported := st.reported
+	if err == nil && (req.SetSize || carried) {
+		st.sizeSent = true
+	}
+	// What the state says now, not req: another handle's release may
+	// have reported a larger size since this one took req's, or this one
+	// none at all.
+	now := reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported}
 	st.mu.Unlock()
 	c.filesMu.Lock()
 	st.refs--
 	last := st.refs == 0
 	if last {
 		delete(c.files, st.fid)
-		if err == nil && req.SetSize {
-			// This close reported a size (or carried the write that did).
+		if err == nil && st.sizeSent {
+			// A close reported a size (or carried the write that did).
 			// Noted as the state goes, so that overlay finds one or the
-			// other for a reply that predates the report.
-			c.closed.note(st.fid, reportedSize{size: req.Size, mtime: req.Mtime, epoch: reported})
+			// other for a reply that predates the report (an open the
+			// kernel sent before this release came back).
+			c.closed.note(st.fid, now)
 		}
 	}
 	c.filesMu.Unlock()
