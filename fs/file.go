@@ -87,8 +87,6 @@ type File struct {
 // Open opens an existing file.
 func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, error) {
 	var r proto.AttrReply
-	done := c.locks.startGrant()
-	defer done()
 	req := &proto.OpenReq{FID: fid, Flags: uint32(flags), Want: c.wantBits(fid, proto.LockUpdate)}
 	gen, held, ask := c.askData(fid, flags) // opendata.go
 	if ask {

@@ -15,8 +15,9 @@ func (c *Client) noteDataLock(st *inodeState, d proto.LockDesc, a *proto.Attr) {
 }
 
 // takeDataLock adds to the lock table a data lock on st's file granted
-// with a reply that said a (nil if d is none), as an enqueue's grant is
-// added. The caller trims the LRU.
+// with a reply that said a, as an enqueue's grant is added; nil if d is
+// none or was called back before the reply came. The caller trims the
+// LRU.
 func (c *Client) takeDataLock(st *inodeState, d proto.LockDesc, a *proto.Attr) *heldLock {
 	if d.Kind != proto.LockExtent || d.Res != st.fid {
 		return nil
@@ -28,8 +29,12 @@ func (c *Client) takeDataLock(st *inodeState, d proto.LockDesc, a *proto.Attr) *
 	st.mu.Unlock()
 	t := &c.locks
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.addLocked(d, uint32(st.fid.MDT()))
+	l := t.addLocked(d, uint32(st.fid.MDT()))
+	t.mu.Unlock()
+	if l == nil {
+		c.grantRefused(st)
+	}
+	return l
 }
 
 // unusedIntent gives back, here, a create's write lock on a file that is

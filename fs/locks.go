@@ -89,24 +89,24 @@ type lockTable struct {
 	byRes map[proto.FID][]*heldLock
 	byID  map[uint64]*heldLock
 	lru   *list.List // front: most recently used
-	cond  *sync.Cond // signalled when users drop or grants land
-	// inflight counts requests on their way that may bring grants, by
-	// the generation they started in; a callback for a lock not yet known
-	// waits for the requests older than it (its grant is in one of them).
-	gen      uint64
-	inflight map[uint64]int
-	cookies  atomic.Uint64
-	off      bool // NoLocks
-	inv      Invalidator
-	lruKick  chan struct{} // wakes lruWorker
-	cacheTTL atomic.Int64  // the frontend's longest cache timeout (SetCacheTimeout)
+	cond  *sync.Cond // signalled when users drop
+	// revoked are locks the MDT called back before their grant reached
+	// this client (revokeLocked); ring bounds them, oldest first out.
+	revoked     map[uint64]struct{}
+	revokedRing [revokedKept]uint64
+	revokedNext int
+	cookies     atomic.Uint64
+	off         bool // NoLocks
+	inv         Invalidator
+	lruKick     chan struct{} // wakes lruWorker
+	cacheTTL    atomic.Int64  // the frontend's longest cache timeout (SetCacheTimeout)
 
 	granted, cancelled, lruCancels, blockingCBs, glimpseCBs, enqueueWaits, downgrades atomic.Int64
 	enqueueNanos, evictions, replayed, replayRefused, enqueues                        atomic.Int64
 }
 
 func (t *lockTable) init(off bool) {
-	t.byRes, t.byID, t.lru, t.inflight, t.off = map[proto.FID][]*heldLock{}, map[uint64]*heldLock{}, list.New(), map[uint64]int{}, off
+	t.byRes, t.byID, t.lru, t.revoked, t.off = map[proto.FID][]*heldLock{}, map[uint64]*heldLock{}, list.New(), map[uint64]struct{}{}, off
 	t.cond = sync.NewCond(&t.mu)
 	t.lruKick = make(chan struct{}, 1)
 }
@@ -123,47 +123,38 @@ func (c *Client) SetInvalidator(inv Invalidator, ttl time.Duration) {
 // Coherent reports whether the client caches under locks (not NoLocks).
 func (c *Client) Coherent() bool { return !c.locks.off }
 
-// startGrant registers a request that may bring grants; the returned
-// func ends it, after its grants are in the table.
-func (t *lockTable) startGrant() func() {
-	t.mu.Lock()
-	g := t.gen
-	t.inflight[g]++
-	t.mu.Unlock()
-	return func() {
-		t.mu.Lock()
-		if t.inflight[g]--; t.inflight[g] == 0 {
-			delete(t.inflight, g)
-		}
-		t.cond.Broadcast()
-		t.mu.Unlock()
+// revokedKept bounds the revoked locks remembered: a grant comes within
+// moments of its callback, and lock IDs are never reused.
+const revokedKept = 4096
+
+// revokeLocked notes that lock id was called back before its grant came:
+// the reply that carries it is on its way, and nothing can have used the
+// lock here yet. The callback is answered at once as for a lock not held
+// (the MDT drops it), and addLocked refuses the grant when it comes: the
+// request that asked for it asks again. Waiting for the grant instead
+// would wait for this client's own requests, and one of them may be an
+// enqueue queued at the MDT behind this very lock, or an open waiting for
+// a glimpse of another client that waits the same way for ours (two
+// mounts appending a shared file, two processes each: both evicted after
+// the callback timeout). t.mu is held.
+func (t *lockTable) revokeLocked(id uint64) {
+	if _, ok := t.revoked[id]; ok {
+		return
 	}
+	delete(t.revoked, t.revokedRing[t.revokedNext])
+	t.revokedRing[t.revokedNext] = id
+	t.revokedNext = (t.revokedNext + 1) % revokedKept
+	t.revoked[id] = struct{}{}
 }
 
-// waitOlderGrants waits until every request that began before now has
-// registered its grants. t.mu is held.
-func (t *lockTable) waitOlderGrantsLocked() {
-	g := t.gen
-	t.gen++
-	for {
-		older := false
-		for x := range t.inflight {
-			if x <= g {
-				older = true
-				break
-			}
-		}
-		if !older {
-			return
-		}
-		t.cond.Wait()
-	}
-}
-
-// add records a granted lock. t.mu is held.
+// addLocked records a granted lock; nil if it was called back before it
+// came (revokeLocked). t.mu is held.
 func (t *lockTable) addLocked(d proto.LockDesc, mdt uint32) *heldLock {
 	if l := t.byID[d.ID]; l != nil {
 		return l // a resend's answer: the lock we have
+	}
+	if _, ok := t.revoked[d.ID]; ok {
+		return nil
 	}
 	l := &heldLock{d: d, mdt: mdt}
 	l.elem = t.lru.PushFront(l)
@@ -345,8 +336,6 @@ func (c *Client) enqueue(ctx context.Context, st *inodeState, mode uint8, start,
 	req := &proto.LockEnqueueReq{Lock: proto.LockDesc{Res: st.fid, Kind: proto.LockExtent, Mode: mode, Start: start, End: end},
 		Cookie: t.cookies.Add(1)}
 	req.Align = ecLockAlign(st.layout)
-	done := t.startGrant()
-	defer done()
 	t.enqueues.Add(1)
 	began := time.Now()
 	var r proto.LockEnqueueReply
@@ -375,6 +364,11 @@ func (c *Client) enqueue(ctx context.Context, st *inodeState, mode uint8, start,
 	st.mu.Unlock()
 	t.mu.Lock()
 	l := t.addLocked(r.Lock, uint32(st.fid.MDT()))
+	if l == nil {
+		t.mu.Unlock()
+		c.grantRefused(st)
+		return nil, nil
+	}
 	if l.cancelling {
 		t.mu.Unlock()
 		return nil, nil
@@ -404,7 +398,7 @@ func (c *Client) handleBlocking(mdt uint32) rpc.Handler {
 			return rpc.Reply{}, fmt.Errorf("lock callback: %v: %w", err, syscall.EINVAL)
 		}
 		c.locks.blockingCBs.Add(1)
-		l := c.findForCallback(req.ID)
+		l := c.locks.calledBack(req.ID)
 		if l == nil {
 			return rpc.Reply{}, syscall.ENOENT
 		}
@@ -414,16 +408,19 @@ func (c *Client) handleBlocking(mdt uint32) rpc.Handler {
 }
 
 // handleGlimpse is the MDT asking what this client's writes made of a
-// file's size.
+// file's size. It answers from the file's state at once, whether or not
+// the lock's grant has reached this client yet: nothing was written under
+// a lock not yet known here, and waiting for the grant (as a blocking
+// callback does) could wait for this client's own requests, which may
+// wait at the MDT for a glimpse of another client that waits the same way
+// for ours (two mounts appending one file, each open glimpsing the other:
+// both were evicted after the callback timeout).
 func (c *Client) handleGlimpse(_ context.Context, r *rpc.Request) (rpc.Reply, error) {
 	var req proto.GlimpseReq
 	if err := r.Decode(&req); err != nil {
 		return rpc.Reply{}, fmt.Errorf("glimpse: %v: %w", err, syscall.EINVAL)
 	}
 	c.locks.glimpseCBs.Add(1)
-	if c.findForCallback(req.ID) == nil {
-		return rpc.Reply{}, syscall.ENOENT
-	}
 	var lvb proto.LVB
 	if st := c.openState(req.Res); st != nil {
 		st.mu.Lock()
@@ -437,17 +434,17 @@ func (c *Client) handleGlimpse(_ context.Context, r *rpc.Request) (rpc.Reply, er
 	return rpc.Reply{Msg: &proto.GlimpseReply{LVB: lvb}}, nil
 }
 
-// findForCallback finds lock id, waiting for the replies on their way
-// that may grant it (a callback can overtake the grant's reply).
-func (c *Client) findForCallback(id uint64) *heldLock {
-	t := &c.locks
+// calledBack returns lock id for its callback, or nil if this client
+// does not hold it: given up already, or granted by a reply still on its
+// way (revokeLocked).
+func (t *lockTable) calledBack(id uint64) *heldLock {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if l := t.byID[id]; l != nil {
 		return l
 	}
-	t.waitOlderGrantsLocked()
-	return t.byID[id]
+	t.revokeLocked(id)
+	return nil
 }
 
 // cancelLocal gives up l on this side: no new operation uses it, those
@@ -544,6 +541,17 @@ func (c *Client) dropData(l *heldLock) proto.LVB {
 	}
 	c.invalidate(func(inv Invalidator) { inv.InvalidateData(l.d.Res, int64(l.d.Start), end) })
 	return lvb
+}
+
+// grantRefused undoes, for a data lock's grant that was refused because
+// it was called back before it came (revokeLocked), what taking its size
+// did: with no data lock held, the size is not this client's to keep.
+func (c *Client) grantRefused(st *inodeState) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !c.holdsOtherData(st.fid, nil) {
+		st.lockedSize = false
+	}
 }
 
 // holdsOtherData reports whether the client holds a data lock on fid

@@ -19,8 +19,6 @@ func (c *Client) Lookup(ctx context.Context, dir proto.FID, name string) (*proto
 	if err != nil {
 		return nil, err
 	}
-	done := c.locks.startGrant()
-	defer done()
 	req := &proto.LookupReq{Parent: holder, Name: name, Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
 	if err := c.mdtCall(ctx, holder, proto.MLookup, req, &r); err != nil {
 		return nil, err
@@ -64,8 +62,6 @@ func (c *Client) Getattr(ctx context.Context, fid proto.FID) (*proto.Attr, error
 		c.counters.fileAttrHits.Add(1)
 		return a, nil
 	}
-	done := c.locks.startGrant()
-	defer done()
 	if err := c.mdtCall(ctx, fid, proto.MGetattr, &proto.GetattrReq{FID: fid, Want: c.wantBits(fid, proto.LockUpdate)}, &r); err != nil {
 		return nil, err
 	}
@@ -265,8 +261,6 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 	if err != nil {
 		return nil, nil, err
 	}
-	done := c.locks.startGrant()
-	defer done()
 	req := &proto.CreateReq{Parent: dir, Name: name, Mode: mode, Rdev: rdev, Excl: excl, Open: open, Flags: uint32(flags),
 		Umask: umaskOf(ctx), Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}
 	var r proto.AttrReply
@@ -297,8 +291,6 @@ func (c *Client) Mkdir(ctx context.Context, dir proto.FID, name string, mode uin
 	if err != nil {
 		return nil, err
 	}
-	done := c.locks.startGrant()
-	defer done()
 	err = c.mdtCall(ctx, dir, proto.MMkdir, &proto.MkdirReq{Parent: dir, Name: name, Mode: mode, MDT: -1,
 		Umask: umaskOf(ctx), Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
 	if err != nil {
@@ -325,8 +317,6 @@ func (c *Client) Symlink(ctx context.Context, dir proto.FID, name, target string
 	if err != nil {
 		return nil, err
 	}
-	done := c.locks.startGrant()
-	defer done()
 	err = c.mdtCall(ctx, dir, proto.MSymlink, &proto.SymlinkReq{Parent: dir, Name: name, Target: target,
 		Want: c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)}, &r)
 	if err != nil {
@@ -427,8 +417,6 @@ func (c *Client) Link(ctx context.Context, fid, dir proto.FID, name string) (*pr
 	var r proto.AttrReply
 	stamp := c.attrStamp()
 	// dir's MDT coordinates; the inode may live on another (a remote entry).
-	done := c.locks.startGrant()
-	defer done()
 	if err := c.mdtCall(ctx, dir, proto.MLink, &proto.LinkReq{FID: fid, Parent: dir, Name: name, Want: c.wantBits(proto.FID{}, proto.LockLookup)}, &r); err != nil {
 		return nil, err
 	}
@@ -478,8 +466,6 @@ func (c *Client) readdirOne(ctx context.Context, dir proto.FID, cookie uint64, m
 		req.Want = c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)
 	}
 	stamp := c.attrStamp()
-	done := c.locks.startGrant()
-	defer done()
 	if err := c.mdtCall(ctx, dir, proto.MReaddir, req, &r); err != nil {
 		return nil, false, err
 	}

@@ -193,9 +193,12 @@ func (s *Service) Enqueue(ctx context.Context, client, name string, r *proto.Loc
 			return nil, s.errorf("lock enqueue on %s: %w", r.Lock.Res, ctx.Err())
 		}
 		s.mu.Lock()
-		granted := s.ns.Get(l.ID) != nil && l.Granted
+		held, granted := s.ns.Get(l.ID) != nil, l.Granted
 		s.mu.Unlock()
-		if !granted {
+		// Granted and gone again without an eviction: the client answered
+		// the lock's callback before this reply reached it, and refuses
+		// the grant it gave back (it asks again).
+		if !granted || !held && s.IsEvicted(client) {
 			return nil, s.errorf("lock enqueue on %s: evicted while waiting: %w", r.Lock.Res, ErrEvicted)
 		}
 	}
