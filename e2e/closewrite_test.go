@@ -222,14 +222,15 @@ func TestTimesAfterClose(t *testing.T) {
 // not take the MDT's older size for the end of file, and a lock called
 // back meanwhile must tell the MDT the size that release is carrying, or
 // the other mount's next line overwrites the last. Every line is there
-// once, in order: from one mount on a Data-on-MDT file, then from two at
-// once on a Data-on-MDT file (which outgrows its MDT part) and a plain one.
+// once, in its writer's order: from one mount on a Data-on-MDT file, then
+// from two at once on a Data-on-MDT file (which outgrows its MDT part)
+// and a plain one, then two writers on each of two mounts.
 func TestReopenAppend(t *testing.T) {
 	c, mnts := coherent(t, 2)
 	must(t, os.Mkdir(filepath.Join(mnts[0], "dom"), 0o755))
 	sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(mnts[0], "dom"))...)
 	must(t, os.Mkdir(filepath.Join(mnts[0], "plain"), 0o755))
-	line := func(m, i int) []byte { return []byte(fmt.Sprintf("mount %d line %05d\n", m, i)) }
+	line := func(w, i int) []byte { return []byte(fmt.Sprintf("mount %d line %05d\n", w, i)) } // checkAppends reads w as the writer
 	appendLines := func(path string, m, n int) error {
 		for i := range n {
 			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -247,20 +248,20 @@ func TestReopenAppend(t *testing.T) {
 		return nil
 	}
 	for _, tc := range []struct {
-		dir      string
-		mounts   int
-		perMount int
-	}{{"dom", 1, 3000}, {"dom", 2, 1000}, {"plain", 2, 1000}} {
-		t.Run(fmt.Sprintf("%s/mounts=%d", tc.dir, tc.mounts), func(t *testing.T) {
-			name := filepath.Join(tc.dir, fmt.Sprintf("log%d", tc.mounts))
+		dir           string
+		mounts, each  int // writers on each mount
+		linesByWriter int
+	}{{"dom", 1, 1, 3000}, {"dom", 2, 1, 1000}, {"plain", 2, 1, 1000}, {"dom", 2, 2, 750}} {
+		t.Run(fmt.Sprintf("%s/mounts=%d/writers=%d", tc.dir, tc.mounts, tc.mounts*tc.each), func(t *testing.T) {
+			name := filepath.Join(tc.dir, fmt.Sprintf("log%d-%d", tc.mounts, tc.each))
 			writeFile(t, filepath.Join(mnts[0], name), nil)
 			var g errgroup.Group
-			for m := range tc.mounts {
-				g.Go(func() error { return appendLines(filepath.Join(mnts[m], name), m, tc.perMount) })
+			for w := range tc.mounts * tc.each {
+				g.Go(func() error { return appendLines(filepath.Join(mnts[w%tc.mounts], name), w, tc.linesByWriter) })
 			}
 			must(t, g.Wait())
 			for _, m := range mnts {
-				checkAppends(t, filepath.Join(m, name), tc.mounts, tc.perMount, line)
+				checkAppends(t, filepath.Join(m, name), tc.mounts*tc.each, tc.linesByWriter, line)
 			}
 		})
 	}

@@ -308,14 +308,17 @@ func TestStaleGrantAskedAgain(t *testing.T) {
 	}
 }
 
-// TestReopenAppendReleaseLate: two clients append lines to one file, each
-// line an open, an append, a flush and a release, as a shared log's
-// writers do through the kernel, which sends the release after close(2)
-// returns: here each release runs while the client's next open and
-// append go on. A write lock called back while a release is reporting
-// the size the last append made must tell the MDT that size, or the
-// other client's next line lands on the last one. Every line is there
-// once, in each client's order.
+// TestReopenAppendReleaseLate: two clients, two writers on each, append
+// lines to one file, each line an open, an append, a flush and a
+// release, as a shared log's writers do through the kernel, which sends
+// the release after close(2) returns: here each release runs while the
+// writer's next open and append go on. A write lock called back while a
+// release is reporting the size the last append made must tell the MDT
+// that size, or the other client's next line lands on the last one; a
+// callback that overtakes its lock's grant must not wait for the
+// client's own requests (an enqueue queued behind that lock: both
+// clients hung until evicted). Every line is there once, in each
+// writer's order.
 func TestReopenAppendReleaseLate(t *testing.T) {
 	a, cl := testcluster.InProc(t, 1, 2, fs.Options{})
 	// Each close takes a little longer on the MDT, as across a network:
@@ -339,7 +342,8 @@ func TestReopenAppendReleaseLate(t *testing.T) {
 	if err := f.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const lines = 1500
+	const lines = 2500
+	const writers = 4 // two on each client
 	line := func(w, i int) []byte { return fmt.Appendf(nil, "w%d %05d\n", w, i) }
 	writer := func(w int, c *fs.Client) error {
 		var releases sync.WaitGroup
@@ -369,11 +373,12 @@ func TestReopenAppendReleaseLate(t *testing.T) {
 		}
 		return nil
 	}
-	errs := make(chan error, 2)
-	for w, c := range []*fs.Client{a, b} {
+	errs := make(chan error, writers)
+	for w := range writers {
+		c := []*fs.Client{a, b}[w%2]
 		go func() { errs <- writer(w, c) }()
 	}
-	for range 2 {
+	for range writers {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
@@ -383,19 +388,19 @@ func TestReopenAppendReleaseLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Release(ctx)
-	got := make([]byte, 2*lines*len(line(0, 0))+1)
+	got := make([]byte, writers*lines*len(line(0, 0))+1)
 	n, err := r.ReadAt(ctx, got, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got = got[:n]
-	next := [2]int{}
+	next := make([]int, writers)
 	for k, l := range bytes.SplitAfter(got, []byte("\n")) {
 		if len(l) == 0 {
 			continue
 		}
 		var w, i int
-		if _, err := fmt.Sscanf(string(l), "w%d %d", &w, &i); err != nil || w < 0 || w > 1 || !bytes.Equal(l, line(w, i)) {
+		if _, err := fmt.Sscanf(string(l), "w%d %d", &w, &i); err != nil || w < 0 || w >= writers || !bytes.Equal(l, line(w, i)) {
 			t.Fatalf("line %d is %q", k, l)
 		}
 		if i != next[w] {
@@ -403,7 +408,9 @@ func TestReopenAppendReleaseLate(t *testing.T) {
 		}
 		next[w]++
 	}
-	if next != [2]int{lines, lines} {
-		t.Fatalf("%d bytes hold %v lines of each writer, want %d", n, next, lines)
+	for w := range writers {
+		if next[w] != lines {
+			t.Fatalf("%d bytes hold %v lines of each writer, want %d", n, next, lines)
+		}
 	}
 }

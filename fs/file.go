@@ -102,14 +102,16 @@ func (c *Client) Open(ctx context.Context, fid proto.FID, flags int) (*File, err
 	// answered): a file state made from it would hold the size before
 	// that write, and a read under a lock already held would stop there.
 	c.overlay(&r.Attr, stamp)
-	f := c.newFile(&r.Attr, flags)
+	f := c.newFile(&r.Attr, flags, stamp)
 	if ask && (r.Data.ID != 0 || len(r.Bytes) > 0) {
 		f.openData, f.openLock = c.keepOpenData(f.st, &r, gen, held)
 	}
 	return f, nil
 }
 
-func (c *Client) newFile(a *proto.Attr, flags int) *File {
+// newFile is a handle on a's file, from a reply to a request sent at
+// stamp (overlaid already), sharing the file's state if it has one.
+func (c *Client) newFile(a *proto.Attr, flags int, stamp uint64) *File {
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		c.dataGen.Add(1) // a writer: an open's data on its way may predate its writes (opendata.go)
 	}
@@ -117,6 +119,12 @@ func (c *Client) newFile(a *proto.Attr, flags int) *File {
 	defer c.filesMu.Unlock()
 	st := c.files[a.FID]
 	if st == nil {
+		// The state a was overlaid with may have gone since, its last
+		// release reporting a size newer than a's (two processes opening
+		// and appending at once): a new state starts from that.
+		if r, ok := c.closed.after(a.FID, stamp); ok {
+			a.Size, a.Mtime = r.size, r.mtime
+		}
 		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime, ecEnd: a.Size}
 		st.initWriteback()
 		c.files[a.FID] = st

@@ -528,6 +528,11 @@ func (c *Client) dropData(l *heldLock) proto.LVB {
 			// the MDT yet either: the next writer's grant would miss it.
 			lvb = proto.LVB{Valid: true, Size: st.size, Mtime: st.mtime}
 			st.dirty = false
+			// A report like a close's: a reply to a request sent before it
+			// (this client's own enqueue behind this lock, granted with
+			// the size from before) is overlaid with it.
+			c.sizeReported(st)
+			st.sizeSent = true
 			c.fattrs.spoil(st.fid, upd)
 		}
 		if !c.holdsOtherData(st.fid, l) {

@@ -277,7 +277,7 @@ func (c *Client) Create(ctx context.Context, dir proto.FID, name string, mode, r
 		return a, nil, err
 	}
 	c.overlay(a, stamp) // an O_CREAT open of an existing file: as Open
-	f := c.newFile(a, flags)
+	f := c.newFile(a, flags, stamp)
 	if r.Data.ID != 0 {
 		c.noteDataLock(f.st, r.Data, a)
 	}

@@ -71,6 +71,7 @@ func (c *Client) Quiesce(ctx context.Context) error {
 // predecessor knew of the file (File.Known); without it (a zero FID:
 // fid only) the MDT is asked.
 func (c *Client) Adopt(ctx context.Context, fid proto.FID, a proto.Attr, flags int) (*File, error) {
+	stamp := c.attrStamp()
 	if a.FID != fid {
 		got, err := c.Getattr(ctx, fid)
 		if err != nil {
@@ -78,7 +79,7 @@ func (c *Client) Adopt(ctx context.Context, fid proto.FID, a proto.Attr, flags i
 		}
 		a = *got
 	}
-	return c.newFile(&a, flags), nil
+	return c.newFile(&a, flags, stamp), nil
 }
 
 // Known is what the client knows of f's file: its FID, layout, size and
