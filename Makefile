@@ -10,7 +10,7 @@ FUZZTIME_CONN ?= 30000x
 # Packages whose state is shared between goroutines: tested with -race.
 RACE_PKGS := ./wire/... ./rpc/... ./perm/... ./find/... ./nodemap/... ./layout/... ./proto/... ./ldlm/... ./fs/... ./mds/... ./ost/... ./cluster/... ./nfsexport/... ./fsck/... ./internal/... ./metrics/...
 
-.PHONY: build run test test-unit test-e2e test-e2e-rest test-e2e-race fuzz lint bench bench-dne install clean proto
+.PHONY: build run test test-unit test-e2e test-e2e-rest test-e2e-race fuzz lint bench bench-dne soak install clean proto
 
 build:
 	$(GO) build -o $(BIN) ./cmd/stripefs
@@ -60,6 +60,11 @@ fuzz:
 
 bench: build
 	./$(BIN) bench baseline
+
+# Multi-client soaks kept out of the default run: each names an open bug
+# it fails on today (README, "Soaks").
+soak: build
+	STRIPEFS_SOAK=1 $(GO) test -count=1 -run 'Soak$$' ./e2e/
 
 # The distributed-namespace targets with each MDT in a server process of
 # its own (bench/scripts/dne-servers.sh); `stripefs bench dne --mount MNT`
