@@ -615,14 +615,14 @@ func (f *File) Release(ctx context.Context) error {
 	// What the state says now, not req: another handle's release may
 	// have reported a larger size since this one took req's, or this one
 	// none at all.
-	now := reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported}
+	now, sent := reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported}, st.sizeSent
 	st.mu.Unlock()
 	c.filesMu.Lock()
 	st.refs--
 	last := st.refs == 0
 	if last {
 		delete(c.files, st.fid)
-		if err == nil && st.sizeSent {
+		if err == nil && sent {
 			// A close reported a size (or carried the write that did).
 			// Noted as the state goes, so that overlay finds one or the
 			// other for a reply that predates the report (an open the
