@@ -294,14 +294,7 @@ func (c *Client) dataLock(ctx context.Context, st *inodeState, mode uint8, start
 	}
 	for {
 		t.mu.Lock()
-		var found *heldLock
-		for _, l := range t.byRes[st.fid] {
-			if l.covers(mode, start, end) {
-				found = l
-				break
-			}
-		}
-		if found != nil {
+		if found := t.coveringLocked(st.fid, mode, start, end); found != nil {
 			found.users++
 			t.lru.MoveToFront(found.elem)
 			t.mu.Unlock()
@@ -317,6 +310,17 @@ func (c *Client) dataLock(ctx context.Context, st *inodeState, mode uint8, start
 		}
 		// Called back before we could use it: try again.
 	}
+}
+
+// coveringLocked is a lock on fid that lets mode over [start, end), or
+// nil. t.mu is held.
+func (t *lockTable) coveringLocked(fid proto.FID, mode uint8, start, end uint64) *heldLock {
+	for _, l := range t.byRes[fid] {
+		if l.covers(mode, start, end) {
+			return l
+		}
+	}
+	return nil
 }
 
 func (t *lockTable) unuse(l *heldLock) {

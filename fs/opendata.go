@@ -42,12 +42,7 @@ func (c *Client) askData(fid proto.FID, flags int) (gen uint64, held *heldLock, 
 	t := &c.locks
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, l := range t.byRes[fid] {
-		if l.covers(proto.LockPR, 0, proto.LockEOF) {
-			return gen, l, true
-		}
-	}
-	return gen, nil, true
+	return gen, t.coveringLocked(fid, proto.LockPR, 0, proto.LockEOF), true
 }
 
 // keepOpenData keeps the bytes of an open's reply r as st's first chunk,
