@@ -42,7 +42,11 @@ func setLock(fd int, kind string, typ int16, start, n int64, wait bool) error {
 		if !wait {
 			how |= unix.LOCK_NB
 		}
-		return unix.Flock(fd, how)
+		for {
+			if err := unix.Flock(fd, how); err != unix.EINTR { // as below
+				return err
+			}
+		}
 	}
 	cmd := unix.F_SETLK
 	if wait {

@@ -192,6 +192,7 @@ func TestTakeover(t *testing.T) {
 	must(t, err)
 	defer held.Close()
 	must(t, syscall.Flock(int(held.Fd()), syscall.LOCK_EX))
+	waitsBefore := clientCounter(t, mnt, "flock_waits") // the flock above counts
 	waiter := helperCmd(t, "flock-hold "+waitPath+" flock")
 	waiterIn, err := waiter.StdinPipe()
 	must(t, err)
@@ -200,7 +201,7 @@ func TestTakeover(t *testing.T) {
 	must(t, waiter.Start())
 	defer waiter.Process.Kill()
 	waitLines := linesOf(waiterOut)
-	for deadline := time.Now().Add(10 * time.Second); clientCounter(t, mnt, "flock_waits") == 0; {
+	for deadline := time.Now().Add(10 * time.Second); clientCounter(t, mnt, "flock_waits") == waitsBefore; {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never waited")
 		}
@@ -223,8 +224,8 @@ func TestTakeover(t *testing.T) {
 	}
 	select {
 	case <-time.After(300 * time.Millisecond):
-	case <-waitLines:
-		t.Fatal("the waiter got the lock another mount holds")
+	case l := <-waitLines:
+		t.Fatalf("the waiter answered %q while another mount holds the lock", l)
 	}
 	must(t, syscall.Flock(int(held.Fd()), syscall.LOCK_UN))
 	select {

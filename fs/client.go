@@ -170,6 +170,11 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	c.identity = rpc.NewClient("", opts.Name)
 	if r := opts.Resume; r != nil {
 		c.identity.Resume(r.UUID, r.XID)
+		// The servers key lock requests by cookie too (a resend is
+		// recognised by it): start past any the predecessor drew, one
+		// per request at most, as its XIDs.
+		c.flocks.cookies.Store(r.XID)
+		c.locks.cookies.Store(r.XID)
 	}
 	go c.flusher()
 	go c.lruWorker()
