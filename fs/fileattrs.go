@@ -166,12 +166,12 @@ func (f *fileAttrs) keep(a *proto.Attr, since, stamp, lock uint64) {
 const changeWait = time.Second
 
 // kept is what keep recorded of fid, once no change of it is in flight
-// (waiting up to changeWait), and the lock it was given under.
-func (f *fileAttrs) kept(fid proto.FID) (a proto.Attr, stamp, lock uint64, ok bool) {
+// (with wait, waiting up to changeWait), and the lock it was given under.
+func (f *fileAttrs) kept(fid proto.FID, wait bool) (a proto.Attr, stamp, lock uint64, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e := f.m[fid]
-	if e != nil && e.busy > 0 {
+	if e != nil && e.busy > 0 && wait {
 		if f.ended.L == nil {
 			f.ended.L = &f.mu
 		}
@@ -200,8 +200,29 @@ func (f *fileAttrs) kept(fid proto.FID) (a proto.Attr, stamp, lock uint64, ok bo
 // cachedAttr answers a getattr of fid from what was kept, while the
 // Update lock it was given under is still held.
 func (c *Client) cachedAttr(fid proto.FID) (*proto.Attr, bool) {
-	a, stamp, lock, ok := c.fattrs.kept(fid)
-	if !ok || !c.locks.stillHeldID(lock) {
+	a, stamp, lock, ok := c.fattrs.kept(fid, true)
+	if !ok || !c.locks.stillHeldID(lock, false) {
+		return nil, false
+	}
+	c.overlay(&a, stamp)
+	return &a, true
+}
+
+// KeptAttr returns the attributes of regular file fid that a frontend
+// may cache now, and notes that it does (the Update lock's cancel drops
+// them there): what an MDT answered under the Update lock this client
+// still holds, with its own writes laid over. A reply's own attributes
+// are not enough: one to a request that left before the lock came may be
+// older than the lock (the MDT read them before another client's write
+// landed), and of two replies to requests the kernel sent together it
+// keeps the first it reads, not the newer. False when nothing is kept,
+// or a change of the file is in flight.
+func (c *Client) KeptAttr(fid proto.FID) (*proto.Attr, bool) {
+	if c.locks.off {
+		return nil, false
+	}
+	a, stamp, lock, ok := c.fattrs.kept(fid, false)
+	if !ok || !c.locks.stillHeldID(lock, true) {
 		return nil, false
 	}
 	c.overlay(&a, stamp)
@@ -236,10 +257,14 @@ func (c *Client) attrsAround(fid proto.FID, method uint16, req any) func(resp an
 		return func(any, error) { done() }
 	case proto.MCreate:
 		// An O_CREAT without O_EXCL may open a file another client
-		// made meanwhile: what was kept of it predates this.
+		// made meanwhile: what was kept of it predates this. The reply
+		// says the file as of the lock it grants (the MDT reads it
+		// after the grant).
+		stamp := c.attrStamp()
 		return func(resp any, err error) {
 			if r, ok := resp.(*proto.AttrReply); ok && err == nil {
 				c.fattrs.event(r.Attr.FID)
+				c.keepAttr(&r.Attr, r.Lock, 0, c.fattrs.now(), stamp)
 			}
 		}
 	case proto.MGetattr, proto.MOpen, proto.MClose, proto.MLookup, proto.MSetattr, proto.MSetxattr, proto.MRemovexattr:
@@ -285,10 +310,16 @@ func (t *lockTable) heldUpdate(fid proto.FID) uint64 {
 	return 0
 }
 
-// stillHeldID is stillHeld by lock id.
-func (t *lockTable) stillHeldID(id uint64) bool {
+// stillHeldID is stillHeld by lock id; with give, it notes that the
+// frontend caches what the lock guards (under the table's mutex, so a
+// cancel either sees it or comes first).
+func (t *lockTable) stillHeldID(id uint64, give bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.byID[id]
-	return l != nil && !l.cancelling && l.d.Kind == proto.LockBits && l.d.Bits&proto.LockUpdate != 0
+	held := l != nil && !l.cancelling && l.d.Kind == proto.LockBits && l.d.Bits&proto.LockUpdate != 0
+	if held && give {
+		l.given.Store(time.Now().UnixNano())
+	}
+	return held
 }

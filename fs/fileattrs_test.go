@@ -114,7 +114,7 @@ func TestFileAttrs(t *testing.T) {
 				case "spoil":
 					f.spoil(fid, s.lock)
 				case "kept":
-					got, _, gotLock, ok := f.kept(file)
+					got, _, gotLock, ok := f.kept(file, true)
 					switch {
 					case s.size == 0 && ok:
 						t.Fatalf("step %d: kept size %d, want nothing", i, got.Size)

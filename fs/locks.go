@@ -29,7 +29,7 @@ import (
 //   - metadata: lookups, getattrs and creates ask for Lookup and Update
 //     locks, granted with their replies when nothing conflicts; the
 //     frontend lets its kernel cache an entry or a file's attributes only
-//     while the matching lock is held (CachesEntry, CachesAttr), and is
+//     while the matching lock is held (CachesEntry, KeptAttr), and is
 //     told to drop them when the lock goes (Invalidator).
 //
 // Locks outlive opens and are kept until called back or until more than
@@ -212,21 +212,13 @@ func (t *lockTable) heldBits(fid proto.FID, bits uint8, give bool) uint8 {
 	return have & bits
 }
 
-// Caches is CachesEntry and CachesAttr at once: what a frontend may cache
+// Caches is CachesEntry and the Update lock at once: what a frontend may cache
 // of fid now, as lock bits (proto.LockLookup, LockUpdate).
 func (c *Client) Caches(fid proto.FID) uint8 {
 	if c.locks.off {
 		return proto.LockLookup | proto.LockUpdate
 	}
 	return c.locks.heldBits(fid, proto.LockLookup|proto.LockUpdate, true)
-}
-
-// CachesAttr reports whether a frontend may cache fid's attributes (a
-// regular file's size and mtime with them) now: the client holds its
-// Update lock, and will tell the frontend when it goes. Without locks
-// (NoLocks) it always may, for its attribute timeout.
-func (c *Client) CachesAttr(fid proto.FID) bool {
-	return c.locks.off || c.locks.hasBits(fid, proto.LockUpdate, true)
 }
 
 // CachesEntry reports whether a frontend may cache a name leading to fid

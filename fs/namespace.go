@@ -465,7 +465,7 @@ func (c *Client) readdirOne(ctx context.Context, dir proto.FID, cookie uint64, m
 	if plus {
 		req.Want = c.wantBits(proto.FID{}, proto.LockLookup|proto.LockUpdate)
 	}
-	stamp := c.attrStamp()
+	since, stamp := c.fattrs.now(), c.attrStamp()
 	if err := c.mdtCall(ctx, dir, proto.MReaddir, req, &r); err != nil {
 		return nil, false, err
 	}
@@ -473,6 +473,9 @@ func (c *Client) readdirOne(ctx context.Context, dir proto.FID, cookie uint64, m
 		for i := range r.Entries {
 			e := &r.Entries[i]
 			c.noteAttrLock(uint32(dir.MDT()), e.FID, &e.Attr, e.Lock)
+			if e.Attr.FID == e.FID {
+				c.keepAttr(&e.Attr, e.Lock, 0, since, stamp) // read after its grant
+			}
 			if e.Attr.FID.IsZero() && e.Name != "." && e.Name != ".." && e.FID.MDT() != dir.MDT() {
 				// An entry whose inode lives on another MDT: its MDT has
 				// the attributes (a failure leaves them out, and the

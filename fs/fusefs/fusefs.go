@@ -74,29 +74,20 @@ func New(c *fs.Client, opts Options) *FS {
 	return f
 }
 
-// attrTimeout is how long the kernel may keep a's attributes: a regular
-// file's only under its Update lock (their size and mtime change with
-// other clients' writes); a directory's and the rest's for the mount's
+// attrOut is what the kernel is told of a's attributes, and how long it
+// may keep them: a regular file's only as the client keeps them under
+// its Update lock (fs.Client.KeptAttr; their size and mtime change with
+// other clients' writes), never a reply's own, which may be older than
+// the lock held now; a directory's and the rest's for the mount's
 // timeout, as close-to-open filesystems keep them.
-func (f *FS) attrTimeout(a *proto.Attr) time.Duration {
-	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return f.opts.AttrTimeout
+func (f *FS) attrOut(a *proto.Attr) (*proto.Attr, time.Duration) {
+	if a.Mode&syscall.S_IFMT != syscall.S_IFREG || !f.c.Coherent() {
+		return a, f.opts.AttrTimeout
 	}
-	if !f.c.CachesAttr(a.FID) {
-		return 0
+	if k, ok := f.c.KeptAttr(a.FID); ok {
+		return k, f.lockedTimeout(f.opts.AttrTimeout)
 	}
-	return f.lockedTimeout(f.opts.AttrTimeout)
-}
-
-// attrTimeoutWith is attrTimeout given the locks held (fs.Client.Caches).
-func (f *FS) attrTimeoutWith(a *proto.Attr, held uint8) time.Duration {
-	if a.Mode&syscall.S_IFMT != syscall.S_IFREG {
-		return f.opts.AttrTimeout
-	}
-	if held&proto.LockUpdate == 0 {
-		return 0
-	}
-	return f.lockedTimeout(f.opts.AttrTimeout)
+	return a, 0
 }
 
 // lockedTimeout is how long the kernel may keep what a held lock guards,
@@ -163,6 +154,7 @@ func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.Entr
 	// differs from the inode's. Both halves come from the FID, so a handle
 	// outlives remounts and server restarts.
 	out.Generation = uint64(a.FID.Ver)
+	a, at := f.attrOut(a)
 	f.fillAttr(a, &out.Attr)
 	known := f.fillBlocks(nil, a, &out.Attr)
 	held := f.c.Caches(a.FID)
@@ -175,7 +167,7 @@ func (f *FS) fillEntry(parent uint64, name string, a *proto.Attr, out *fuse.Entr
 	}
 	out.SetEntryTimeout(et)
 	if known {
-		out.SetAttrTimeout(f.attrTimeoutWith(a, held))
+		out.SetAttrTimeout(at)
 	} else {
 		out.SetAttrTimeout(0) // the kernel asks again, and GetAttr measures the blocks
 	}
@@ -264,9 +256,10 @@ func (f *FS) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrO
 	if err != nil {
 		return status(err)
 	}
+	a, at := f.attrOut(a)
 	f.fillAttr(a, &out.Attr)
 	f.fillBlocks(c, a, &out.Attr)
-	out.SetTimeout(f.attrTimeout(a))
+	out.SetTimeout(at)
 	return fuse.OK
 }
 
@@ -310,9 +303,10 @@ func (f *FS) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrO
 	if err != nil {
 		return status(err)
 	}
+	a, at := f.attrOut(a)
 	f.fillAttr(a, &out.Attr)
 	f.fillBlocks(c, a, &out.Attr)
-	out.SetTimeout(f.attrTimeout(a))
+	out.SetTimeout(at)
 	return fuse.OK
 }
 

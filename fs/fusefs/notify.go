@@ -12,7 +12,7 @@ import (
 
 // The kernel's caches under the client's locks: the kernel may keep an
 // entry or a file's attributes only while the client holds the lock that
-// guards it (fs.Client.CachesEntry, CachesAttr; replies give a zero
+// guards it (fs.Client.CachesEntry, KeptAttr; replies give a zero
 // timeout otherwise), and the client tells it to drop them when the lock
 // goes (fs.Invalidator, through FUSE's notify messages). File data is
 // not cached by the kernel at all in that mode (FOPEN_DIRECT_IO): reads
