@@ -14,9 +14,7 @@ import (
 // kernel would keep the older size.
 type closedSizes struct {
 	mu   sync.Mutex
-	m    map[proto.FID]reportedSize
-	ring [closedSizesKept]proto.FID
-	next int
+	last recent[proto.FID, reportedSize]
 }
 
 // closedSizesKept bounds the files remembered: a request older than the
@@ -27,29 +25,23 @@ type reportedSize struct {
 	size  uint64
 	mtime int64
 	epoch uint64
+	cut   uint64 // the epoch of the state's last truncate (layOver)
 }
 
 // note remembers what fid's last release reported at epoch.
 func (cs *closedSizes) note(fid proto.FID, r reportedSize) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cs.m == nil {
-		cs.m = map[proto.FID]reportedSize{}
+	if cs.last.m == nil {
+		cs.last = newRecent[proto.FID, reportedSize](closedSizesKept)
 	}
-	if _, ok := cs.m[fid]; !ok {
-		if old := cs.ring[cs.next]; !old.IsZero() {
-			delete(cs.m, old)
-		}
-		cs.ring[cs.next] = fid
-		cs.next = (cs.next + 1) % closedSizesKept
-	}
-	cs.m[fid] = r
+	cs.last.put(fid, r)
 }
 
 // after returns what fid's release reported, if it landed after stamp.
 func (cs *closedSizes) after(fid proto.FID, stamp uint64) (reportedSize, bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	r, ok := cs.m[fid]
+	r, ok := cs.last.get(fid)
 	return r, ok && r.epoch > stamp
 }

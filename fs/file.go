@@ -35,6 +35,9 @@ type inodeState struct {
 	// landed: an MDT reply to a request sent before then may predate it.
 	reporting int
 	reported  uint64
+	// cut is the attribute epoch at which this client's last size
+	// change (a truncate) landed: laying the size over a reply (layOver).
+	cut uint64
 	// sizeSent: a report of the size this client's writes made reached
 	// the MDT while the state lived (the last release notes it then).
 	sizeSent bool
@@ -123,7 +126,7 @@ func (c *Client) newFile(a *proto.Attr, flags int, stamp uint64) *File {
 		// release reporting a size newer than a's (two processes opening
 		// and appending at once): a new state starts from that.
 		if r, ok := c.closed.after(a.FID, stamp); ok {
-			a.Size, a.Mtime = r.size, r.mtime
+			layOver(a, r, stamp)
 		}
 		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime, ecEnd: a.Size}
 		st.initWriteback()
@@ -153,7 +156,7 @@ func (c *Client) overlay(a *proto.Attr, stamp uint64) {
 	st := c.openState(a.FID)
 	if st == nil {
 		if r, ok := c.closed.after(a.FID, stamp); ok {
-			a.Size, a.Mtime = r.size, r.mtime
+			layOver(a, r, stamp)
 		}
 		return
 	}
@@ -165,8 +168,22 @@ func (c *Client) overlay(a *proto.Attr, stamp uint64) {
 // overlayLocked is overlay with st.mu held.
 func (st *inodeState) overlayLocked(a *proto.Attr, stamp uint64) {
 	if st.dirty || st.reporting > 0 || st.reported > stamp {
-		a.Size, a.Mtime = st.size, st.mtime
+		layOver(a, reportedSize{size: st.size, mtime: st.mtime, cut: st.cut}, stamp)
 	}
+}
+
+// layOver puts this client's size and mtime (r) over a, an MDT reply to
+// a request sent at stamp. A larger size in a is another client's write
+// past this one's end, which this client has not heard of (its size is
+// the file's as of its lock's grant, and its own writes since): it
+// stands, unless the request left before this client's own truncate
+// landed, which it may predate.
+func layOver(a *proto.Attr, r reportedSize, stamp uint64) {
+	if a.Size <= r.size || r.cut > stamp {
+		a.Size, a.Mtime = r.size, r.mtime
+		return
+	}
+	a.Mtime = max(a.Mtime, r.mtime)
 }
 
 // waitReports waits until no size report of st is on its way to the
@@ -615,7 +632,7 @@ func (f *File) Release(ctx context.Context) error {
 	// What the state says now, not req: another handle's release may
 	// have reported a larger size since this one took req's, or this one
 	// none at all.
-	now, sent := reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported}, st.sizeSent
+	now, sent := reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported, cut: st.cut}, st.sizeSent
 	st.mu.Unlock()
 	c.filesMu.Lock()
 	st.refs--

@@ -71,7 +71,10 @@ type heldLock struct {
 	downgrading bool
 	done        chan struct{} // closed when the cancel is over
 	lvb         proto.LVB     // what the cancel's flush made of the size, once done
-	elem        *list.Element // in the LRU
+	// reportOf is the file state whose size lvb reports, counted as a
+	// report on its way until the MDT has it in order (delivered).
+	reportOf *inodeState
+	elem     *list.Element // in the LRU
 	// given is when the frontend last let its cache keep what the lock
 	// guards (unix nanoseconds): past the frontend's cache timeout there
 	// is nothing to drop when the lock goes.
@@ -91,22 +94,24 @@ type lockTable struct {
 	lru   *list.List // front: most recently used
 	cond  *sync.Cond // signalled when users drop
 	// revoked are locks the MDT called back before their grant reached
-	// this client (revokeLocked); ring bounds them, oldest first out.
-	revoked     map[uint64]struct{}
-	revokedRing [revokedKept]uint64
-	revokedNext int
-	cookies     atomic.Uint64
-	off         bool // NoLocks
-	inv         Invalidator
-	lruKick     chan struct{} // wakes lruWorker
-	cacheTTL    atomic.Int64  // the frontend's longest cache timeout (SetCacheTimeout)
+	// this client (revokeLocked).
+	revoked recent[uint64, struct{}]
+	// sentLVBs are the sizes the last write locks given up reported
+	// (cancelHere), for a glimpse that comes before the MDT has them.
+	sentLVBs recent[uint64, proto.LVB]
+	cookies  atomic.Uint64
+	off      bool // NoLocks
+	inv      Invalidator
+	lruKick  chan struct{} // wakes lruWorker
+	cacheTTL atomic.Int64  // the frontend's longest cache timeout (SetCacheTimeout)
 
 	granted, cancelled, lruCancels, blockingCBs, glimpseCBs, enqueueWaits, downgrades atomic.Int64
 	enqueueNanos, evictions, replayed, replayRefused, enqueues                        atomic.Int64
 }
 
 func (t *lockTable) init(off bool) {
-	t.byRes, t.byID, t.lru, t.revoked, t.off = map[proto.FID][]*heldLock{}, map[uint64]*heldLock{}, list.New(), map[uint64]struct{}{}, off
+	t.byRes, t.byID, t.lru, t.off = map[proto.FID][]*heldLock{}, map[uint64]*heldLock{}, list.New(), off
+	t.revoked, t.sentLVBs = newRecent[uint64, struct{}](revokedKept), newRecent[uint64, proto.LVB](revokedKept)
 	t.cond = sync.NewCond(&t.mu)
 	t.lruKick = make(chan struct{}, 1)
 }
@@ -123,8 +128,10 @@ func (c *Client) SetInvalidator(inv Invalidator, ttl time.Duration) {
 // Coherent reports whether the client caches under locks (not NoLocks).
 func (c *Client) Coherent() bool { return !c.locks.off }
 
-// revokedKept bounds the revoked locks remembered: a grant comes within
-// moments of its callback, and lock IDs are never reused.
+// revokedKept bounds the revoked locks remembered, and the sizes of
+// given up ones: a grant comes within moments of its callback, a
+// glimpse within moments of the cancel it overtakes, and lock IDs are
+// never reused.
 const revokedKept = 4096
 
 // revokeLocked notes that lock id was called back before its grant came:
@@ -138,13 +145,7 @@ const revokedKept = 4096
 // mounts appending a shared file, two processes each: both evicted after
 // the callback timeout). t.mu is held.
 func (t *lockTable) revokeLocked(id uint64) {
-	if _, ok := t.revoked[id]; ok {
-		return
-	}
-	delete(t.revoked, t.revokedRing[t.revokedNext])
-	t.revokedRing[t.revokedNext] = id
-	t.revokedNext = (t.revokedNext + 1) % revokedKept
-	t.revoked[id] = struct{}{}
+	t.revoked.put(id, struct{}{})
 }
 
 // addLocked records a granted lock; nil if it was called back before it
@@ -153,7 +154,7 @@ func (t *lockTable) addLocked(d proto.LockDesc, mdt uint32) *heldLock {
 	if l := t.byID[d.ID]; l != nil {
 		return l // a resend's answer: the lock we have
 	}
-	if _, ok := t.revoked[d.ID]; ok {
+	if _, ok := t.revoked.get(d.ID); ok {
 		return nil
 	}
 	l := &heldLock{d: d, mdt: mdt}
@@ -398,8 +399,11 @@ func (c *Client) handleBlocking(mdt uint32) rpc.Handler {
 		if l == nil {
 			return rpc.Reply{}, syscall.ENOENT
 		}
-		lvb := c.cancelLocal(l)
-		return rpc.Reply{Msg: &proto.BlockingReply{LVB: lvb}}, nil
+		lvb, delivered := c.cancelLocal(l)
+		// The MDT merges the size as its reader reads the answer, before
+		// any later request of ours on the connection: it is on the MDT
+		// for them once written.
+		return rpc.Reply{Msg: &proto.BlockingReply{LVB: lvb}, Done: delivered}, nil
 	}
 }
 
@@ -427,6 +431,17 @@ func (c *Client) handleGlimpse(_ context.Context, r *rpc.Request) (rpc.Reply, er
 		}
 		st.mu.Unlock()
 	}
+	// The lock was given up with a size the MDT has not merged yet (the
+	// answer to its callback, or its cancel, is on its way; the MDT keeps
+	// the lock until then): a stat beside it must not show less.
+	t := &c.locks
+	t.mu.Lock()
+	sent, ok := t.sentLVBs.get(req.ID)
+	t.mu.Unlock()
+	if ok {
+		lvb.Valid = true
+		lvb.Size, lvb.Mtime = max(lvb.Size, sent.Size), max(lvb.Mtime, sent.Mtime)
+	}
 	return rpc.Reply{Msg: &proto.GlimpseReply{LVB: lvb}}, nil
 }
 
@@ -447,10 +462,33 @@ func (t *lockTable) calledBack(id uint64) *heldLock {
 // using it finish, its dirty data is flushed and its read-ahead and the
 // frontend's caches dropped; it returns what the writes made of the size
 // (the LVB). The MDT learns of the cancel from the caller (a callback's
-// answer, or a cancel RPC).
-func (c *Client) cancelLocal(l *heldLock) proto.LVB {
-	lvb, _ := c.cancelHere(l, false)
-	return lvb
+// answer, or a cancel RPC), which calls delivered once the MDT has the
+// LVB, or will before it reads any later request of this client: until
+// then the size counts as a report on its way (overlay).
+func (c *Client) cancelLocal(l *heldLock) (lvb proto.LVB, delivered func()) {
+	lvb, first := c.cancelHere(l, false)
+	if !first {
+		return lvb, func() {} // the first cancel's caller delivers it
+	}
+	return lvb, func() { c.lvbDelivered(l) }
+}
+
+// lvbDelivered ends the report l's LVB made (dropData).
+func (c *Client) lvbDelivered(l *heldLock) {
+	t := &c.locks
+	t.mu.Lock()
+	st := l.reportOf
+	l.reportOf = nil
+	t.mu.Unlock()
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.reporting--
+	c.sizeReported(st)
+	st.sizeSent = true
+	st.wb.done.Broadcast() // waitReports
 }
 
 // cancelHere is cancelLocal; with bare, l guarded nothing (a create's
@@ -475,10 +513,11 @@ func (c *Client) cancelHere(l *heldLock, bare bool) (proto.LVB, bool) {
 	}
 	t.mu.Unlock()
 	var lvb proto.LVB
+	var reportOf *inodeState
 	switch {
 	case bare:
 	case l.d.Kind == proto.LockExtent:
-		lvb = c.dropData(l)
+		lvb, reportOf = c.dropData(l)
 	case l.d.Kind == proto.LockBits:
 		// What the frontend was last given longer ago than it keeps
 		// anything has gone from its cache by itself (most of what the
@@ -495,15 +534,18 @@ func (c *Client) cancelHere(l *heldLock, bare bool) (proto.LVB, bool) {
 	}
 	t.mu.Lock()
 	t.removeLocked(l)
-	l.lvb = lvb
+	l.lvb, l.reportOf = lvb, reportOf
+	if lvb.Valid {
+		t.sentLVBs.put(l.d.ID, lvb)
+	}
 	close(l.done)
 	t.mu.Unlock()
 	return lvb, true
 }
 
-// dropData flushes and drops what an extent lock covers.
-func (c *Client) dropData(l *heldLock) proto.LVB {
-	var lvb proto.LVB
+// dropData flushes and drops what an extent lock covers; the LVB it
+// returns is a report of reportOf's size on its way (lvbDelivered ends it).
+func (c *Client) dropData(l *heldLock) (lvb proto.LVB, reportOf *inodeState) {
 	if st := c.openState(l.d.Res); st != nil {
 		upd := c.locks.heldUpdate(st.fid) // before st.mu: the lock table's mutex is not taken under it
 		if l.d.Mode == proto.LockPW {
@@ -517,18 +559,18 @@ func (c *Client) dropData(l *heldLock) proto.LVB {
 		st.mu.Lock()
 		c.dropReadaheadRange(st, l.d.Start, l.d.End)
 		if l.d.Mode == proto.LockPW && (st.dirty || st.reporting > 0) {
-			// The answer carries the size to the MDT, which merges it as
-			// it reads the answer, before any later request of ours. A
-			// size report on its way (another handle's release, whose
+			// The answer (or the cancel RPC) carries the size to the MDT.
+			// A size report on its way (another handle's release, whose
 			// close took the size this handle's append made) is not on
 			// the MDT yet either: the next writer's grant would miss it.
-			lvb = proto.LVB{Valid: true, Size: st.size, Mtime: st.mtime}
+			lvb, reportOf = proto.LVB{Valid: true, Size: st.size, Mtime: st.mtime}, st
 			st.dirty = false
-			// A report like a close's: a reply to a request sent before it
-			// (this client's own enqueue behind this lock, granted with
-			// the size from before) is overlaid with it.
-			c.sizeReported(st)
-			st.sizeSent = true
+			// A report like a close's, on its way until delivered: a
+			// reply to a request sent before the MDT has it (this
+			// client's own enqueue behind this lock, granted with the
+			// size from before; a stat sent while the answer waits for
+			// the kernel's invalidation) is overlaid with it.
+			st.reporting++
 			c.fattrs.spoil(st.fid, upd)
 		}
 		if !c.holdsOtherData(st.fid, l) {
@@ -541,7 +583,7 @@ func (c *Client) dropData(l *heldLock) proto.LVB {
 		end = int64(l.d.End - l.d.Start)
 	}
 	c.invalidate(func(inv Invalidator) { inv.InvalidateData(l.d.Res, int64(l.d.Start), end) })
-	return lvb
+	return lvb, reportOf
 }
 
 // grantRefused undoes, for a data lock's grant that was refused because
@@ -642,8 +684,9 @@ func (c *Client) inUse(l *heldLock) bool {
 // its MDT, many to an RPC.
 func (c *Client) cancelLocks(ls []*heldLock) {
 	byMDT := map[uint32]*proto.LockCancelReq{}
+	delivered := map[uint32][]func(){}
 	for _, l := range ls {
-		lvb := c.cancelLocal(l)
+		lvb, d := c.cancelLocal(l)
 		r := byMDT[l.mdt]
 		if r == nil {
 			r = &proto.LockCancelReq{}
@@ -652,9 +695,11 @@ func (c *Client) cancelLocks(ls []*heldLock) {
 		r.Res = append(r.Res, l.d.Res)
 		r.IDs = append(r.IDs, l.d.ID)
 		r.LVBs = append(r.LVBs, lvb)
+		delivered[l.mdt] = append(delivered[l.mdt], d)
 		c.locks.lruCancels.Add(1)
 	}
 	for mdt, r := range byMDT {
+		ds := delivered[mdt]
 		for len(r.IDs) > 0 {
 			n := min(len(r.IDs), 1024)
 			part := &proto.LockCancelReq{Res: r.Res[:n], IDs: r.IDs[:n], LVBs: r.LVBs[:n]}
@@ -665,6 +710,10 @@ func (c *Client) cancelLocks(ls []*heldLock) {
 				err = c.call(ctx, rc, &rpc.Call{Method: proto.MLockCancel, Req: part, Resp: &proto.Empty{}})
 			}
 			cancel()
+			for _, d := range ds[:n] {
+				d() // answered, or never to be: either way no longer on its way
+			}
+			ds = ds[n:]
 			if err != nil && !errors.Is(err, syscall.ENOTCONN) {
 				// The MDT calls the lock back when it needs it, and finds
 				// it gone (ENOENT): nothing is lost.
@@ -698,7 +747,8 @@ func (c *Client) dropMDTLocks(mdt uint32, ids map[uint64]bool) {
 				st.mu.Unlock()
 			}
 		}
-		c.cancelLocal(l)
+		_, delivered := c.cancelLocal(l)
+		delivered() // to an MDT that dropped the lock: it never will have it
 	}
 }
 

@@ -187,6 +187,9 @@ func (c *Client) setattr(ctx context.Context, req *SetAttr, stamp *uint64) (*pro
 		// (pjdfstest open/00.t 43: mtime and ctime after O_TRUNC).
 		st.mtime = r.Attr.Mtime
 		c.sizeReported(st)
+		if req.Valid&proto.SetSize != 0 {
+			st.cut = st.reported
+		}
 	}
 	if req.FID.IsStripedDir() {
 		// Times set on purpose (touch -d, tar) reach the stripes too, or

@@ -213,14 +213,23 @@ func (m *MDT) entryLeadsTo(parent proto.FID, name string, fid proto.FID) func() 
 	}
 }
 
-// glimpse merges into a what other clients' writes have made of a
-// regular file's size and mtime.
-func (m *MDT) glimpse(ctx context.Context, a *proto.Attr) {
+// glimpse merges into a, read at mark (lockd's Merged), what other
+// clients' writes have made of a regular file's size and mtime.
+func (m *MDT) glimpse(ctx context.Context, a *proto.Attr, mark uint64) {
 	if a.Mode&sIFMT != sIFREG || a.FID.MDT() != m.cfg.Index {
 		return
 	}
 	c, _ := rpc.CallerFrom(ctx)
-	m.locks.Glimpse(a.FID, c.Client, a)
+	if !m.locks.Glimpse(a.FID, c.Client, a, mark) {
+		return
+	}
+	// A writer's size report that landed after the caller read a and
+	// before the writer answered (or before its lock went) is in neither:
+	// the writer no longer holds it as its own (two mounts writing
+	// records, a third stat saw the size go down). Read again.
+	if n, err := m.getInode(a.FID); err == nil {
+		mergeWrites(a, n.Attr.Size, n.Attr.Mtime)
+	}
 }
 
 // withGrant adds to the reply of a request that made an entry the

@@ -114,23 +114,25 @@ func (m *MDT) lookup(ctx context.Context, r *proto.LookupReq) (any, error) {
 	// is made after the grant, so what is read below is never older than
 	// what the lock lets the client keep.
 	g := m.grantEntry(ctx, fid, want, gen, m.entryLeadsTo(r.Parent, r.Name, fid))
+	mark := m.locks.Merged()
 	n, err := m.getInode(fid)
 	if err != nil {
 		return nil, err
 	}
 	stored := n.Attr
-	m.glimpse(ctx, &n.Attr)
+	m.glimpse(ctx, &n.Attr, mark)
 	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}, stored), nil
 }
 
 func (m *MDT) getattr(ctx context.Context, r *proto.GetattrReq) (any, error) {
 	g := m.grantMeta(ctx, r.FID, r.Want)
+	mark := m.locks.Merged()
 	n, err := m.getInode(r.FID)
 	if err != nil {
 		return nil, err
 	}
 	stored := n.Attr
-	m.glimpse(ctx, &n.Attr)
+	m.glimpse(ctx, &n.Attr, mark)
 	return m.withBlocks(&proto.AttrReply{Attr: n.Attr, Lock: g}, stored), nil
 }
 

@@ -230,6 +230,7 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 		}
 	}
 	g := m.grantMeta(ctx, r.FID, r.Want)
+	mark := m.locks.Merged()
 	m.mu.Lock()
 	n, err := m.getInode(r.FID)
 	if err != nil {
@@ -251,7 +252,7 @@ func (m *MDT) open(ctx context.Context, r *proto.OpenReq) (any, error) {
 		m.noteWriter(ctx, r.FID, 1)
 	}
 	m.mu.Unlock()
-	m.glimpse(ctx, &n.Attr) // without m.mu: it waits for other clients
+	m.glimpse(ctx, &n.Attr, mark) // without m.mu: it waits for other clients
 	rep := &proto.AttrReply{Attr: n.Attr, Lock: g}
 	if r.ReadData > 0 && !perm.Writes(r.Flags) {
 		m.readOnOpen(ctx, min(r.ReadData, proto.MaxReadData), r.ReadDataHeld, rep) // dom.go

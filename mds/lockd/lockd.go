@@ -77,6 +77,10 @@ type Service struct {
 	byID    map[ldlm.ID]cookie
 	evicted map[string]time.Time
 	fl      flockState // application locks (flock.go)
+	// merged counts the writers' sizes merged as their locks went
+	// (cancel): a reader of a file's attributes that saw it move past
+	// what it held when it read them reads them again (Glimpse).
+	merged uint64
 
 	ctr Counters
 }
@@ -230,13 +234,17 @@ func (s *Service) cancel(id ldlm.ID, lvb proto.LVB) {
 	if l == nil {
 		return
 	}
-	if lvb.Valid && l.Kind == ldlm.KindExtent && l.Mode == ldlm.PW {
+	merge := lvb.Valid && l.Kind == ldlm.KindExtent && l.Mode == ldlm.PW
+	if merge {
 		if err := s.store.Merge(l.Res, lvb); err != nil {
 			slog.Error(fmt.Sprintf("%s: size %d reported by %s for %s on cancel: %v", s.cfg.Name, lvb.Size, l.Client, l.Res, err),
 				"server", s.cfg.Name, "client", l.Client, "fid", l.Res.String())
 		}
 	}
 	s.mu.Lock()
+	if merge {
+		s.merged++ // before the lock goes: a glimpse finds one or the other
+	}
 	if s.ns.Get(id) == nil {
 		s.mu.Unlock()
 		return
@@ -483,11 +491,24 @@ func (s *Service) Change(ctx context.Context, client string, bits uint8, fids ..
 	return release, nil
 }
 
+// Merged is a mark for Glimpse, taken before a file's attributes are
+// read.
+func (s *Service) Merged() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.merged
+}
+
 // Glimpse asks the clients other than except that hold write locks on
 // fid for the size and mtime their caches hold, and merges them into a:
-// what a stat must show of writes that have returned elsewhere.
-func (s *Service) Glimpse(fid proto.FID, except string, a *proto.Attr) {
+// what a stat must show of writes that have returned elsewhere. a was
+// read at mark (Merged). It reports whether a must be read again: it
+// asked someone (a size report may have landed between the read and the
+// answer), or a writer's size was merged as its lock went since mark
+// (the lock may be gone now, and its size landed after the read).
+func (s *Service) Glimpse(fid proto.FID, except string, a *proto.Attr, mark uint64) bool {
 	s.mu.Lock()
+	moved := s.merged != mark
 	ws := s.ns.Granted(fid, func(l *ldlm.Lock) bool {
 		return l.Kind == ldlm.KindExtent && l.Mode == ldlm.PW && l.Client != except
 	})
@@ -505,7 +526,7 @@ func (s *Service) Glimpse(fid proto.FID, except string, a *proto.Attr) {
 	}
 	s.mu.Unlock()
 	if len(ts) == 0 {
-		return
+		return moved
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -531,6 +552,7 @@ func (s *Service) Glimpse(fid proto.FID, except string, a *proto.Attr) {
 		}()
 	}
 	wg.Wait()
+	return true
 }
 
 // Replay serves MLockReplay: the locks a client held before the MDT

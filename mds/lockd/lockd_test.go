@@ -310,19 +310,51 @@ func TestGlimpse(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := proto.Attr{Size: 100}
-	s.Glimpse(fa, "C", &a)
+	s.Glimpse(fa, "C", &a, s.Merged())
 	if a.Size != 7777 || a.Mtime != 9 {
 		t.Errorf("glimpsed %+v", a)
 	}
 	a = proto.Attr{Size: 100}
-	s.Glimpse(fa, "A", &a) // the writer asking itself: nothing to ask
+	s.Glimpse(fa, "A", &a, s.Merged()) // the writer asking itself: nothing to ask
 	if a.Size != 100 {
 		t.Errorf("a writer glimpsed itself: %+v", a)
 	}
 	n.set("A", nil)
-	s.Glimpse(fa, "C", &a)
+	s.Glimpse(fa, "C", &a, s.Merged())
 	if !s.IsEvicted("A") {
 		t.Error("a writer that cannot be glimpsed was not evicted")
+	}
+}
+
+// Glimpse says when the attributes it was given must be read again: it
+// asked a writer, or a writer's size was merged as its lock went after
+// they were read (no writer is left to ask, and the size landed after
+// the read). Nothing to ask and nothing merged: they stand.
+func TestGlimpseSaysReadAgain(t *testing.T) {
+	s, n, st := setup(5 * time.Second)
+	ctx := context.Background()
+	n.set("A", func(uint16, any) (proto.LVB, error) { return proto.LVB{Valid: true, Size: 5000}, nil })
+	a := proto.Attr{Size: 100}
+	if s.Glimpse(fa, "C", &a, s.Merged()) {
+		t.Error("no writer and nothing merged, yet read again")
+	}
+	g, err := s.Enqueue(ctx, "A", "a", pw(0, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Glimpse(fa, "C", &a, s.Merged()) || a.Size != 5000 {
+		t.Errorf("a writer asked: read again false or size %d", a.Size)
+	}
+	mark := s.Merged()
+	a = st.attr[fa] // read at mark
+	if err := s.Cancel("A", &proto.LockCancelReq{IDs: []uint64{g.Lock.ID}, LVBs: []proto.LVB{{Valid: true, Size: 6000}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Glimpse(fa, "C", &a, mark) {
+		t.Errorf("a writer's size merged after the read (now %d), yet not read again", st.attr[fa].Size)
+	}
+	if s.Glimpse(fa, "C", &a, s.Merged()) {
+		t.Error("nothing merged since the mark, yet read again")
 	}
 }
 
@@ -356,7 +388,7 @@ func TestDowngrade(t *testing.T) {
 		t.Fatal("a resent downgrade was refused")
 	}
 	a := proto.Attr{Size: 100}
-	s.Glimpse(fa, "B", &a)
+	s.Glimpse(fa, "B", &a, s.Merged())
 	if _, err := s.Enqueue(ctx, "B", "b", pr(0, 1<<20)); err != nil {
 		t.Fatal(err)
 	}
