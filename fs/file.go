@@ -129,6 +129,12 @@ func (c *Client) newFile(a *proto.Attr, flags int, stamp uint64) *File {
 			layOver(a, r, stamp)
 		}
 		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime, ecEnd: a.Size}
+		// And overlay goes on laying it over replies to requests that
+		// left before it landed (a stat the kernel sent before the last
+		// release came back), as the old state's would have.
+		if r, ok := c.closed.after(a.FID, 0); ok {
+			st.reported, st.cut = r.epoch, r.cut
+		}
 		st.initWriteback()
 		c.files[a.FID] = st
 	}
@@ -629,31 +635,11 @@ func (f *File) Release(ctx context.Context) error {
 	if err == nil && (req.SetSize || carried) {
 		st.sizeSent = true
 	}
-	// What the state says now, not req: another handle's release may
-	// have reported a larger size since this one took req's, or this one
-	// none at all.
-	now, sent := reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported, cut: st.cut}, st.sizeSent
-	st.mu.Unlock()
 	c.filesMu.Lock()
 	st.refs--
-	last := st.refs == 0
-	if last {
-		delete(c.files, st.fid)
-		if err == nil && sent {
-			// A close reported a size (or carried the write that did).
-			// Noted as the state goes, so that overlay finds one or the
-			// other for a reply that predates the report (an open the
-			// kernel sent before this release came back).
-			c.closed.note(st.fid, now)
-		}
-	}
 	c.filesMu.Unlock()
-	if last {
-		st.mu.Lock()
-		c.dropDirty(st) // what still failed to flush dies with the last handle
-		c.dropReadahead(st, 0)
-		st.mu.Unlock()
-	}
+	c.leaveLocked(st, err == nil)
+	st.mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -662,6 +648,32 @@ func (f *File) Release(ctx context.Context) error {
 		c.destroyObjects(r.Attr)
 	}
 	return ferr
+}
+
+// leaveLocked forgets st once no handle has it open and no size report
+// of it is on its way (a lock's LVB may land after the last release:
+// lvbDelivered), and returns whether it went; st.mu is held. With note,
+// what the state says of the size is noted if a report of it reached the
+// MDT in its life (a close, a flush, an LVB), so that overlay finds one
+// or the other for a reply that predates the report (an open the kernel
+// sent before this release came back): the state's size now, not the
+// last report's, since another handle's may have reported a larger one
+// since.
+func (c *Client) leaveLocked(st *inodeState, note bool) bool {
+	c.filesMu.Lock()
+	gone := st.refs == 0 && st.reporting == 0 && c.files[st.fid] == st
+	if gone {
+		delete(c.files, st.fid)
+		if note && st.sizeSent {
+			c.closed.note(st.fid, reportedSize{size: st.size, mtime: st.mtime, epoch: st.reported, cut: st.cut})
+		}
+	}
+	c.filesMu.Unlock()
+	if gone {
+		c.dropDirty(st) // what still failed to flush dies with the last handle
+		c.dropReadahead(st, 0)
+	}
+	return gone
 }
 
 // dropDirty discards a file's unflushable data. st.mu is held.

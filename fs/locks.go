@@ -488,7 +488,8 @@ func (c *Client) lvbDelivered(l *heldLock) {
 	st.reporting--
 	c.sizeReported(st)
 	st.sizeSent = true
-	st.wb.done.Broadcast() // waitReports
+	st.wb.done.Broadcast()  // waitReports
+	c.leaveLocked(st, true) // its last release came first
 }
 
 // cancelHere is cancelLocal; with bare, l guarded nothing (a create's
