@@ -61,8 +61,8 @@ fuzz:
 bench: build
 	./$(BIN) bench baseline
 
-# Multi-client soaks kept out of the default run: each names an open bug
-# it fails on today (README, "Soaks").
+# Multi-client soaks kept out of the default run: longer forms of e2e
+# tests, for rare races (README).
 soak: build
 	STRIPEFS_SOAK=1 $(GO) test -count=1 -run 'Soak$$' ./e2e/
 

@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"github.com/pkg/xattr"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/stripefs/stripefs/bench"
 	"github.com/stripefs/stripefs/internal/testcluster"
@@ -966,98 +969,162 @@ func TestAttrsAcrossMounts(t *testing.T) {
 	}
 }
 
-// TestSizeNeverGoesBackSoak: a writer on each of two mounts writes fixed
+// TestSizeNeverGoesBack: a writer on each of two mounts writes fixed
 // records at its own offsets, an open, a pwrite and a close each (as
 // many jobs filling one shared file), while a process on each mount
 // stats the file in a loop. A stat must never show a smaller size than
 // an earlier stat on the same mount showed: the writes behind that size
-// had returned. Every record is there at the end. Not in the default
-// run: it fails today (a few to thousands of backward steps a run, data
-// whole), and is the measure for the fix; STRIPEFS_SOAK=1 runs it
-// (make soak).
+// had returned. Every record is there at the end. On a striped file, and
+// on a Data-on-MDT one that outgrows its MDT part (its closes carry the
+// writes and turn write locks into read locks, so the mounts hold the
+// Update lock between writes: the kernel caches attributes).
+func TestSizeNeverGoesBack(t *testing.T) {
+	sizeNeverGoesBack(t, 600)
+}
+
+// TestSizeNeverGoesBackSoak is TestSizeNeverGoesBack five times as long
+// (STRIPEFS_SOAK=1, make soak): the races it found last were seen about
+// once a run at this size.
 func TestSizeNeverGoesBackSoak(t *testing.T) {
 	if os.Getenv("STRIPEFS_SOAK") == "" {
 		t.Skip("set STRIPEFS_SOAK=1 to run (make soak)")
 	}
-	_, mnts := coherent(t, 2)
-	const rec, perWriter = 37, 3000
-	writers := len(mnts)
-	record := func(w, k int) []byte {
-		b := bytes.Repeat([]byte{'.'}, rec)
-		copy(b, fmt.Sprintf("w%02d r%06d ", w, k))
-		b[rec-1] = '\n'
-		return b
-	}
-	writeFile(t, filepath.Join(mnts[0], "recs"), nil)
-	stop := make(chan struct{})
-	var back sync.Map // mount → backward steps seen
-	var watchers sync.WaitGroup
-	for _, m := range mnts {
-		watchers.Add(1)
-		go func() {
-			defer watchers.Done()
-			var most int64
-			steps := 0
-			defer func() { back.Store(m, steps) }()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				st, err := os.Stat(filepath.Join(m, "recs"))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if st.Size() < most {
-					if steps == 0 {
-						t.Logf("%s: size %d after %d", m, st.Size(), most)
-					}
-					steps++
-				}
-				most = max(most, st.Size())
+	sizeNeverGoesBack(t, 3000)
+}
+
+func sizeNeverGoesBack(t *testing.T, perWriter int) {
+	c, mnts := coherent(t, 2)
+	for _, layout := range []string{"plain", "dom"} {
+		t.Run(layout, func(t *testing.T) {
+			must(t, os.Mkdir(filepath.Join(mnts[0], layout), 0o755))
+			if layout == "dom" {
+				sfRun(t, c, append(append([]string{"setstripe"}, domLayout...), filepath.Join(mnts[0], layout))...)
 			}
-		}()
+			sizeNeverGoesBackOn(t, mnts, filepath.Join(layout, "recs"), perWriter)
+		})
+	}
+}
+
+func sizeNeverGoesBackOn(t *testing.T, mnts []string, rel string, perWriter int) {
+	writers := len(mnts)
+	writeFile(t, filepath.Join(mnts[0], rel), nil)
+	// Each in a process of its own, as the jobs and the watchers are.
+	type watcher struct {
+		cmd   *exec.Cmd
+		stop  io.Closer
+		lines <-chan string
+	}
+	var ws []watcher
+	for _, m := range mnts {
+		cmd := helperCmd(t, "size-watch "+filepath.Join(m, rel))
+		in, err := cmd.StdinPipe()
+		must(t, err)
+		out, err := cmd.StdoutPipe()
+		must(t, err)
+		must(t, cmd.Start())
+		defer cmd.Process.Kill()
+		ws = append(ws, watcher{cmd, in, linesOf(out)})
 	}
 	var g errgroup.Group
 	for w, m := range mnts {
 		g.Go(func() error {
-			for k := range perWriter {
-				f, err := os.OpenFile(filepath.Join(m, "recs"), os.O_WRONLY, 0)
-				if err != nil {
-					return err
-				}
-				if _, err := f.WriteAt(record(w, k), int64((k*writers+w)*rec)); err != nil {
-					f.Close()
-					return err
-				}
-				if err := f.Close(); err != nil {
-					return err
-				}
+			out, err := helperCmd(t, fmt.Sprintf("record-write %s %d %d %d", filepath.Join(m, rel), w, writers, perWriter)).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("writer %d on %s: %v: %s", w, m, err, out)
 			}
 			return nil
 		})
 	}
 	err := g.Wait()
-	close(stop)
-	watchers.Wait()
+	for i, w := range ws {
+		w.stop.Close()
+		l := <-w.lines
+		if !strings.HasPrefix(l, "back 0 ") {
+			t.Errorf("%s: a stat showed a smaller size than an earlier one: %s", mnts[i], l)
+		}
+		w.cmd.Wait()
+	}
 	must(t, err)
 	for _, m := range mnts {
-		got := readFile(t, filepath.Join(m, "recs"))
-		if len(got) != perWriter*writers*rec {
-			t.Fatalf("%s: %d bytes, want %d", m, len(got), perWriter*writers*rec)
+		got := readFile(t, filepath.Join(m, rel))
+		if len(got) != perWriter*writers*sizeRecord {
+			t.Fatalf("%s: %d bytes, want %d", m, len(got), perWriter*writers*sizeRecord)
 		}
 		for k := range perWriter {
 			for w := range writers {
-				off := (k*writers + w) * rec
-				if !bytes.Equal(got[off:off+rec], record(w, k)) {
-					t.Fatalf("%s: record %d of writer %d is %q", m, k, w, got[off:off+rec])
+				off := (k*writers + w) * sizeRecord
+				if want := record(w, k); !bytes.Equal(got[off:off+sizeRecord], want) {
+					t.Fatalf("%s: record %d of writer %d is %q", m, k, w, got[off:off+sizeRecord])
 				}
 			}
 		}
-		if n, _ := back.Load(m); n.(int) > 0 {
-			t.Errorf("%s: a stat showed a smaller size than an earlier one %d times", m, n)
-		}
 	}
+}
+
+// sizeRecord is the length of record's records.
+const sizeRecord = 37
+
+// record is writer w's k-th record: at offset (k*writers + w)*sizeRecord.
+func record(w, k int) []byte {
+	b := bytes.Repeat([]byte{'.'}, sizeRecord)
+	copy(b, fmt.Sprintf("w%02d r%06d ", w, k))
+	b[sizeRecord-1] = '\n'
+	return b
+}
+
+// runSizeOp is the helper process's side of sizeNeverGoesBack:
+// "size-watch PATH" stats PATH until stdin ends, then prints "back N"
+// (the stats that showed less than an earlier one) and the first such;
+// "record-write PATH W WRITERS N" writes writer W's N records, an open, a
+// pwrite and a close each.
+func runSizeOp(f []string) int {
+	switch f[0] {
+	case "size-watch":
+		done := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, os.Stdin)
+			close(done)
+		}()
+		var most int64
+		back, first := 0, ""
+		for {
+			select {
+			case <-done:
+				fmt.Printf("back %d %s\n", back, first)
+				return 0
+			default:
+			}
+			st, err := os.Stat(f[1])
+			if err != nil {
+				fmt.Printf("stat: %v\n", err)
+				return 1
+			}
+			if st.Size() < most {
+				if back == 0 {
+					first = fmt.Sprintf("(first: %d after %d)", st.Size(), most)
+				}
+				back++
+			}
+			most = max(most, st.Size())
+		}
+	case "record-write":
+		w, _ := strconv.Atoi(f[2])
+		writers, _ := strconv.Atoi(f[3])
+		n, _ := strconv.Atoi(f[4])
+		for k := range n {
+			fd, err := unix.Open(f[1], unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				_, err = unix.Pwrite(fd, record(w, k), int64((k*writers+w)*sizeRecord))
+				if cerr := unix.Close(fd); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fmt.Printf("record %d: %v\n", k, err)
+				return 1
+			}
+		}
+		return 0
+	}
+	return 2
 }

@@ -77,6 +77,9 @@ func runOp(op string) int {
 	if strings.HasPrefix(f[0], "stream-") {
 		return runStreamOp(f)
 	}
+	if f[0] == "size-watch" || f[0] == "record-write" {
+		return runSizeOp(f)
+	}
 	switch f[0] {
 	case "writefile": // PATH BYTES: writeSteps; prints errno, failing step, bytes taken
 		n, _ := strconv.Atoi(f[2])
