@@ -1009,21 +1009,9 @@ func sizeNeverGoesBackOn(t *testing.T, mnts []string, rel string, perWriter int)
 	writers := len(mnts)
 	writeFile(t, filepath.Join(mnts[0], rel), nil)
 	// Each in a process of its own, as the jobs and the watchers are.
-	type watcher struct {
-		cmd   *exec.Cmd
-		stop  io.Closer
-		lines <-chan string
-	}
-	var ws []watcher
+	var ws []*talker
 	for _, m := range mnts {
-		cmd := helperCmd(t, "size-watch "+filepath.Join(m, rel))
-		in, err := cmd.StdinPipe()
-		must(t, err)
-		out, err := cmd.StdoutPipe()
-		must(t, err)
-		must(t, cmd.Start())
-		defer cmd.Process.Kill()
-		ws = append(ws, watcher{cmd, in, linesOf(out)})
+		ws = append(ws, talk(t, "size-watch "+filepath.Join(m, rel)))
 	}
 	var g errgroup.Group
 	for w, m := range mnts {
@@ -1037,12 +1025,10 @@ func sizeNeverGoesBackOn(t *testing.T, mnts []string, rel string, perWriter int)
 	}
 	err := g.Wait()
 	for i, w := range ws {
-		w.stop.Close()
-		l := <-w.lines
-		if !strings.HasPrefix(l, "back 0 ") {
+		w.in.Close()
+		if l := <-w.lines; !strings.HasPrefix(l, "back 0 ") {
 			t.Errorf("%s: a stat showed a smaller size than an earlier one: %s", mnts[i], l)
 		}
-		w.cmd.Wait()
 	}
 	must(t, err)
 	for _, m := range mnts {

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,23 +138,13 @@ func runFlockOp(f []string) int {
 }
 
 // holder is a helper process holding a lock.
-type holder struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-}
+type holder struct{ *talker }
 
 func hold(t *testing.T, path, kind string) *holder {
 	t.Helper()
-	cmd := exec.Command(helperBinary(t), "-test.run=^$")
-	cmd.Env = append(os.Environ(), "STRIPEFS_OP=flock-hold "+path+" "+kind)
-	in, _ := cmd.StdinPipe()
-	out, _ := cmd.StdoutPipe()
-	must(t, cmd.Start())
-	h := &holder{cmd: cmd, in: in, out: bufio.NewScanner(out)}
-	t.Cleanup(func() { h.in.Close(); _ = h.cmd.Process.Kill(); _ = h.cmd.Wait() })
-	if !h.out.Scan() || h.out.Text() != "locked" {
-		t.Fatalf("holder of %s (%s): %q", path, kind, h.out.Text())
+	h := &holder{talk(t, "flock-hold "+path+" "+kind)}
+	if l := <-h.lines; l != "locked" {
+		t.Fatalf("holder of %s (%s): %q", path, kind, l)
 	}
 	return h
 }
@@ -163,8 +152,8 @@ func hold(t *testing.T, path, kind string) *holder {
 func (h *holder) do(t *testing.T, what string) {
 	t.Helper()
 	fmt.Fprintln(h.in, what)
-	if !h.out.Scan() || h.out.Text() != "done <nil>" {
-		t.Fatalf("holder %s: %q", what, h.out.Text())
+	if l := <-h.lines; l != "done <nil>" {
+		t.Fatalf("holder %s: %q", what, l)
 	}
 }
 

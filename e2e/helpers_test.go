@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,6 +155,28 @@ func helperCmd(t *testing.T, op string) *exec.Cmd {
 	cmd := exec.Command(helperBinary(t), "-test.run=^$")
 	cmd.Env = append(os.Environ(), "STRIPEFS_OP="+op)
 	return cmd
+}
+
+// talker is a helper process the test talks to: lines to its stdin, its
+// stdout's lines as they come.
+type talker struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines <-chan string
+}
+
+// talk starts op in a helper process (helperCmd), killed when the test
+// ends.
+func talk(t *testing.T, op string) *talker {
+	t.Helper()
+	cmd := helperCmd(t, op)
+	in, err := cmd.StdinPipe()
+	must(t, err)
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	t.Cleanup(func() { in.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return &talker{cmd, in, linesOf(out)}
 }
 
 var (

@@ -193,14 +193,8 @@ func TestTakeover(t *testing.T) {
 	defer held.Close()
 	must(t, syscall.Flock(int(held.Fd()), syscall.LOCK_EX))
 	waitsBefore := clientCounter(t, mnt, "flock_waits") // the flock above counts
-	waiter := helperCmd(t, "flock-hold "+waitPath+" flock")
-	waiterIn, err := waiter.StdinPipe()
-	must(t, err)
-	waiterOut, err := waiter.StdoutPipe()
-	must(t, err)
-	must(t, waiter.Start())
-	defer waiter.Process.Kill()
-	waitLines := linesOf(waiterOut)
+	waiter := talk(t, "flock-hold "+waitPath+" flock")
+	waiterIn, waitLines := waiter.in, waiter.lines
 	for deadline := time.Now().Add(10 * time.Second); clientCounter(t, mnt, "flock_waits") == waitsBefore; {
 		if time.Now().After(deadline) {
 			t.Fatal("the waiter never waited")
