@@ -124,15 +124,16 @@ func (c *Client) newFile(a *proto.Attr, flags int, stamp uint64) *File {
 	if st == nil {
 		// The state a was overlaid with may have gone since, its last
 		// release reporting a size newer than a's (two processes opening
-		// and appending at once): a new state starts from that.
-		if r, ok := c.closed.after(a.FID, stamp); ok {
+		// and appending at once): a new state starts from that, and
+		// overlay goes on laying it over replies to requests that left
+		// before it landed (a stat the kernel sent before the last
+		// release came back), as the old state's would have.
+		r, noted := c.closed.after(a.FID, 0)
+		if noted && r.epoch > stamp {
 			layOver(a, r, stamp)
 		}
 		st = &inodeState{fid: a.FID, layout: a.Layout, size: a.Size, mtime: a.Mtime, ecEnd: a.Size}
-		// And overlay goes on laying it over replies to requests that
-		// left before it landed (a stat the kernel sent before the last
-		// release came back), as the old state's would have.
-		if r, ok := c.closed.after(a.FID, 0); ok {
+		if noted {
 			st.reported, st.cut = r.epoch, r.cut
 		}
 		st.initWriteback()
@@ -652,14 +653,14 @@ func (f *File) Release(ctx context.Context) error {
 
 // leaveLocked forgets st once no handle has it open and no size report
 // of it is on its way (a lock's LVB may land after the last release:
-// lvbDelivered), and returns whether it went; st.mu is held. With note,
+// lvbDelivered); st.mu is held. With note,
 // what the state says of the size is noted if a report of it reached the
 // MDT in its life (a close, a flush, an LVB), so that overlay finds one
 // or the other for a reply that predates the report (an open the kernel
 // sent before this release came back): the state's size now, not the
 // last report's, since another handle's may have reported a larger one
 // since.
-func (c *Client) leaveLocked(st *inodeState, note bool) bool {
+func (c *Client) leaveLocked(st *inodeState, note bool) {
 	c.filesMu.Lock()
 	gone := st.refs == 0 && st.reporting == 0 && c.files[st.fid] == st
 	if gone {
@@ -673,7 +674,6 @@ func (c *Client) leaveLocked(st *inodeState, note bool) bool {
 		c.dropDirty(st) // what still failed to flush dies with the last handle
 		c.dropReadahead(st, 0)
 	}
-	return gone
 }
 
 // dropDirty discards a file's unflushable data. st.mu is held.

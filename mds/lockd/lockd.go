@@ -78,9 +78,10 @@ type Service struct {
 	evicted map[string]time.Time
 	fl      flockState // application locks (flock.go)
 	// merged counts the writers' sizes merged as their locks went
-	// (cancel): a reader of a file's attributes that saw it move past
-	// what it held when it read them reads them again (Glimpse).
-	merged uint64
+	// (cancel, under mu): a reader of a file's attributes that saw it
+	// move past what it held when it read them reads them again
+	// (Glimpse). Atomic: every getattr takes a mark.
+	merged atomic.Uint64
 
 	ctr Counters
 }
@@ -243,7 +244,7 @@ func (s *Service) cancel(id ldlm.ID, lvb proto.LVB) {
 	}
 	s.mu.Lock()
 	if merge {
-		s.merged++ // before the lock goes: a glimpse finds one or the other
+		s.merged.Add(1) // before the lock goes: a glimpse finds one or the other
 	}
 	if s.ns.Get(id) == nil {
 		s.mu.Unlock()
@@ -493,11 +494,7 @@ func (s *Service) Change(ctx context.Context, client string, bits uint8, fids ..
 
 // Merged is a mark for Glimpse, taken before a file's attributes are
 // read.
-func (s *Service) Merged() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.merged
-}
+func (s *Service) Merged() uint64 { return s.merged.Load() }
 
 // Glimpse asks the clients other than except that hold write locks on
 // fid for the size and mtime their caches hold, and merges them into a:
@@ -508,7 +505,7 @@ func (s *Service) Merged() uint64 {
 // (the lock may be gone now, and its size landed after the read).
 func (s *Service) Glimpse(fid proto.FID, except string, a *proto.Attr, mark uint64) bool {
 	s.mu.Lock()
-	moved := s.merged != mark
+	moved := s.merged.Load() != mark
 	ws := s.ns.Granted(fid, func(l *ldlm.Lock) bool {
 		return l.Kind == ldlm.KindExtent && l.Mode == ldlm.PW && l.Client != except
 	})
