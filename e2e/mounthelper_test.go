@@ -51,8 +51,8 @@ func TestMountHelper(t *testing.T) {
 	if got := readFile(t, filepath.Join(mnt, "f")); string(got) != "via helper" {
 		t.Fatalf("remount reads %q", got)
 	}
-	if got := bdiReadAhead(t, mnt); got != strconv.Itoa(fusefs.DefaultReadAheadKB) {
-		t.Errorf("a mount's default read-ahead window is %s KiB, want %d", got, fusefs.DefaultReadAheadKB)
+	if got, want := bdiReadAhead(t, mnt), fusefs.RequestBytes(fusefs.DefaultMaxRequestKB)>>10; got != strconv.Itoa(want) {
+		t.Errorf("a mount's default read-ahead window is %s KiB, want one request's worth, %d", got, want)
 	}
 	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
 		t.Fatalf("umount: %v %s", err, out)

@@ -30,6 +30,20 @@ type counters struct {
 	copiedThroughBytes   atomic.Int64 // and those copied through this client (EC layouts)
 	destroysNow          atomic.Int64 // removed files whose objects are being destroyed
 	xattrHits            atomic.Int64 // getxattrs answered from the cache (xattrcache.go)
+	// largestRead and largestWrite are the largest read and write a
+	// frontend asked of a file in one call: what the kernel's FUSE
+	// requests carry, which a mount negotiates (fusefs, requestsize.go).
+	largestRead, largestWrite atomic.Int64
+}
+
+// raise makes a at least v.
+func raise(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // Counter is one named client statistic.
@@ -71,5 +85,7 @@ func (c *Client) Counters() []Counter {
 		{"copied_through_bytes", c.counters.copiedThroughBytes.Load()},
 		{"object_destroys_now", c.counters.destroysNow.Load()},
 		{"xattr_cache_hits", c.counters.xattrHits.Load()},
+		{"read_call_bytes_max", c.counters.largestRead.Load()},
+		{"write_call_bytes_max", c.counters.largestWrite.Load()},
 	}, append(c.lockCounters(), c.flockCounters()...)...)
 }

@@ -249,6 +249,7 @@ func (f *File) ReadView(ctx context.Context, p []byte, off int64) (View, error) 
 	if len(p) == 0 {
 		return View{Data: p}, nil
 	}
+	raise(&f.c.counters.largestRead, int64(len(p)))
 	lk, release, err := f.c.dataLock(ctx, st, proto.LockPR, uint64(off), uint64(off)+uint64(len(p)))
 	if err != nil {
 		return View{}, err
@@ -414,6 +415,7 @@ func (f *File) Append(ctx context.Context, iovs [][]byte) (int, int64, error) {
 	for _, v := range iovs {
 		total += len(v)
 	}
+	raise(&c.counters.largestWrite, int64(total))
 	_, release, err := c.dataLock(ctx, st, proto.LockPW, 0, proto.LockEOF)
 	if err != nil {
 		return 0, 0, err
@@ -461,6 +463,7 @@ func (f *File) WriteV(ctx context.Context, off int64, iovs [][]byte) (int, error
 	if total == 0 {
 		return 0, nil
 	}
+	raise(&f.c.counters.largestWrite, int64(total))
 	if uint64(off)+uint64(total) > 1<<50 {
 		return 0, syscall.EFBIG
 	}

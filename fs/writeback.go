@@ -636,13 +636,7 @@ func wakeOn(ctx context.Context, l sync.Locker, cond *sync.Cond) func() {
 }
 
 func (c *Client) addDirty(n int64) {
-	v := c.dirtyBytes.Add(n)
-	for {
-		peak := c.counters.peakDirty.Load()
-		if v <= peak || c.counters.peakDirty.CompareAndSwap(peak, v) {
-			return
-		}
-	}
+	raise(&c.counters.peakDirty, c.dirtyBytes.Add(n))
 }
 
 // memFreed wakes writers waiting for memory.

@@ -679,6 +679,7 @@ func (d dropLines) Write(p []byte) (int, error) {
 func loopbackCmd() *cobra.Command {
 	var src string
 	var readAheadKB int
+	request := fusefs.RequestBytes(fusefs.DefaultMaxRequestKB)
 	cmd := &cobra.Command{
 		Use:         "loopback --src DIR MOUNTPOINT",
 		Short:       "Mount DIR at MOUNTPOINT through a plain go-fuse loopback (the benchmarks' baseline)",
@@ -704,7 +705,8 @@ func loopbackCmd() *cobra.Command {
 				return err
 			}
 			// The same kernel-facing settings as a stripefs mount
-			// (fusefs.Mount, DefaultMountOptions, read_ahead_kb), and no passthrough,
+			// (fusefs.Mount, DefaultMountOptions: its request size and
+			// read-ahead window), and no passthrough,
 			// so the daemon carries every read and write as stripefs's does.
 			timeout := time.Second
 			clearStaleMount(mnt)
@@ -714,7 +716,7 @@ func loopbackCmd() *cobra.Command {
 				MountOptions: fuse.MountOptions{
 					FsName:               src,
 					Name:                 "stripefs-loopback",
-					MaxWrite:             1 << 20,
+					MaxWrite:             request,
 					MaxReadAhead:         1 << 20,
 					MaxBackground:        64,
 					Options:              []string{"default_permissions"},
@@ -741,7 +743,7 @@ func loopbackCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&src, "src", "", "directory to expose")
-	cmd.Flags().IntVar(&readAheadKB, "read-ahead-kb", fusefs.DefaultReadAheadKB,
+	cmd.Flags().IntVar(&readAheadKB, "read-ahead-kb", request>>10,
 		"kernel read-ahead window, as a stripefs mount's -o read_ahead_kb (0: the kernel's 128 KiB)")
 	return cmd
 }

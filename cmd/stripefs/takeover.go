@@ -157,6 +157,11 @@ func (m *liveMount) handOver(conn *net.UnixConn) error {
 		m.log(slog.LevelError, "stripefs: takeover of %s refused: version %d (%v), this daemon speaks %d", m.dir, hello.Version, err, takeoverVersion)
 		return nil
 	}
+	if err := m.fsys.CanHandOver(); err != nil {
+		m.log(slog.LevelError, "stripefs: takeover of %s refused: %v", m.dir, err)
+		_ = json.NewEncoder(conn).Encode(takeoverReply{Err: err.Error()})
+		return nil
+	}
 	m.log(slog.LevelInfo, "stripefs: %s: handing the mount over", m.dir)
 	dev, err := fusefs.StopReading(m.srv, m.fsys, time.Minute)
 	if err != nil {

@@ -59,6 +59,9 @@ type FS struct {
 	reqs       requests    // being served, for a takeover (takeover.go)
 	gate       waitGate    // blocking lock waits, which a takeover moves (lockwait.go)
 	ns         namespace   // this mount's directory changes (readdir.go)
+	// request is the size of a FUSE request as the kernel agreed to it
+	// (requestsize.go), which a successor must read whole.
+	request int
 }
 
 // New returns the FUSE mapping of c. The kernel asks for a directory's

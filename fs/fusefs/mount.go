@@ -23,8 +23,12 @@ type MountOptions struct {
 	FSName             string
 	Debug              bool
 	// ReadAheadKB is the kernel's read-ahead window for the mount
-	// (readahead.go); 0 leaves the kernel's.
+	// (readahead.go); 0 leaves the kernel's, ReadAheadOneRequest makes
+	// it one FUSE request.
 	ReadAheadKB int
+	// MaxRequestKB (-o max_request_kb) is the largest FUSE read or write
+	// the mount asks the kernel for (requestsize.go); 0 is the default.
+	MaxRequestKB int
 	// NoLocks (-o nolock) mounts without caching under locks: the kernel
 	// page cache and close-to-open coherency, for comparison.
 	NoLocks bool
@@ -45,7 +49,7 @@ type MountOptions struct {
 // (a minute for what a held lock guards) and kernel permission checks.
 func DefaultMountOptions() MountOptions {
 	return MountOptions{Options: Options{EntryTimeout: time.Second, AttrTimeout: time.Second, LockedTimeout: DefaultLockedTimeout}, DefaultPermissions: true,
-		ReadAheadKB: DefaultReadAheadKB}
+		ReadAheadKB: ReadAheadOneRequest, MaxRequestKB: DefaultMaxRequestKB}
 }
 
 // ParseOptions applies a comma-separated -o string. Options mount(8) adds
@@ -107,6 +111,12 @@ func (o *MountOptions) ParseOptions(s string) error {
 				return fmt.Errorf("mount option read_ahead_kb needs a number of KiB from 0 (the kernel's default) to 1048576, got %q", v)
 			}
 			o.ReadAheadKB = kb
+		case "max_request_kb":
+			kb, err := strconv.Atoi(v)
+			if !hasV || err != nil || kb < 4 || kb > maxRequestKBLimit {
+				return fmt.Errorf("mount option max_request_kb needs a number of KiB from 4 to %d, got %q", maxRequestKBLimit, v)
+			}
+			o.MaxRequestKB = kb
 		case "dev", "nodev", "suid", "nosuid", "exec", "noexec", "auto", "noauto", "user", "nouser",
 			"users", "_netdev", "nofail", "defaults", "async", "atime", "noatime", "relatime", "x-systemd.automount":
 		default:
@@ -133,6 +143,7 @@ func Mount(c *fs.Client, dir string, o MountOptions) (*fuse.Server, error) {
 func MountFS(c *fs.Client, dir string, o MountOptions) (*fuse.Server, *FS, error) {
 	mo := fuseOptions(c, o)
 	fsys := New(c, o.Options)
+	fsys.request = mo.MaxWrite
 	srv, err := fuse.NewServer(fsys, dir, mo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", dir, err)
@@ -143,8 +154,8 @@ func MountFS(c *fs.Client, dir string, o MountOptions) (*fuse.Server, *FS, error
 		srv.Unmount()
 		return nil, nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	if o.ReadAheadKB > 0 {
-		if err := SetReadAhead(dir, o.ReadAheadKB); err != nil {
+	if ra := o.readAheadKB(mo.MaxWrite); ra > 0 {
+		if err := SetReadAhead(dir, ra); err != nil {
 			// Not fatal: reads work, in the kernel's 128 KiB pieces.
 			log.Printf("stripefs: %s: kernel read-ahead window left as it was: %v", dir, err)
 		}
@@ -159,7 +170,7 @@ func fuseOptions(c *fs.Client, o MountOptions) *fuse.MountOptions {
 		AllowOther:    o.AllowOther,
 		FsName:        o.FSName,
 		Name:          "stripefs",
-		MaxWrite:      1 << 20,
+		MaxWrite:      RequestBytes(o.requestKB()),
 		MaxReadAhead:  1 << 20,
 		MaxBackground: 64,
 		Debug:         o.Debug,
@@ -208,6 +219,23 @@ func fuseOptions(c *fs.Client, o MountOptions) *fuse.MountOptions {
 		mo.ExtraCapabilities |= fuse.CAP_DIRECT_IO_ALLOW_MMAP
 	}
 	return mo
+}
+
+// requestKB is the FUSE request size o asks for.
+func (o MountOptions) requestKB() int {
+	if o.MaxRequestKB == 0 {
+		return DefaultMaxRequestKB
+	}
+	return o.MaxRequestKB
+}
+
+// readAheadKB is the read-ahead window o sets on a mount whose FUSE
+// requests are request bytes.
+func (o MountOptions) readAheadKB(request int) int {
+	if o.ReadAheadKB == ReadAheadOneRequest {
+		return request >> 10
+	}
+	return o.ReadAheadKB
 }
 
 // fuseLog takes go-fuse's log lines to the log package, less the EAGAIN

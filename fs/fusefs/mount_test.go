@@ -53,3 +53,51 @@ func TestParseOptionsSyncClose(t *testing.T) {
 		t.Fatalf("sync_close=1: %v", err)
 	}
 }
+
+// The request size and the read-ahead window: by default the window is
+// one request, which is 4 MiB asked and what the kernel allows granted;
+// a size out of range is refused with its bounds.
+func TestParseOptionsRequestSize(t *testing.T) {
+	for _, tc := range []struct {
+		opts        string
+		request, ra int // KiB asked; read-ahead at a 2 MiB request
+		err         string
+	}{
+		{opts: "", request: DefaultMaxRequestKB, ra: 2048},
+		{opts: "max_request_kb=1024", request: 1024, ra: 2048},
+		{opts: "max_request_kb=256,read_ahead_kb=512", request: 256, ra: 512},
+		{opts: "read_ahead_kb=0", request: DefaultMaxRequestKB, ra: 0},
+		{opts: "max_request_kb=16384", request: 16384, ra: 2048},
+		{opts: "max_request_kb=16388", err: "max_request_kb needs a number of KiB from 4 to 16384"},
+		{opts: "max_request_kb=2", err: "max_request_kb needs a number of KiB from 4 to 16384"},
+		{opts: "max_request_kb", err: "max_request_kb needs a number of KiB"},
+		{opts: "max_request_kb=4M", err: "max_request_kb needs a number of KiB"},
+	} {
+		o := DefaultMountOptions()
+		err := o.ParseOptions(tc.opts)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one saying %q", tc.opts, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.opts, err)
+			continue
+		}
+		if o.requestKB() != tc.request || o.readAheadKB(2<<20) != tc.ra {
+			t.Errorf("%q: request %d KiB, read-ahead %d KiB; want %d, %d", tc.opts, o.requestKB(), o.readAheadKB(2<<20), tc.request, tc.ra)
+		}
+	}
+	if got, k := RequestBytes(1<<20), kernelMaxRequest(); got != k {
+		t.Errorf("a mount asking 1 GiB gets %d bytes, want the kernel's bound %d", got, k)
+	}
+	if got := RequestBytes(4); got != 4<<10 {
+		t.Errorf("a mount asking 4 KiB gets %d bytes", got)
+	}
+	// A zero MountOptions (built by hand, not from DefaultMountOptions)
+	// asks for the default, not go-fuse's 128 KiB.
+	if kb := (MountOptions{}).requestKB(); kb != DefaultMaxRequestKB {
+		t.Errorf("zero options ask %d KiB", kb)
+	}
+}

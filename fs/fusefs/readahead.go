@@ -9,13 +9,14 @@ import (
 	"github.com/stripefs/stripefs/internal/mountinfo"
 )
 
-// DefaultReadAheadKB is the kernel read-ahead window a mount asks for:
-// one FUSE request's worth (MaxWrite, 1 MiB), so a sequential reader's
-// pages come in 1 MiB reads, stripe-unit sized, instead of the 128 KiB
-// the kernel gives a FUSE mount's bdi by default (Lustre's llite reads
-// ahead far more). Larger windows send several 1 MiB reads at once; the
-// cost is read-around on mmap page faults, which fetch this much.
-const DefaultReadAheadKB = 1024
+// ReadAheadOneRequest, a mount's default ReadAheadKB, makes the kernel's
+// read-ahead window one FUSE request's worth (MaxWrite: 1 MiB, or up to
+// 4 MiB where the kernel allows, requestsize.go), so a sequential
+// reader's pages come in whole requests instead of the 128 KiB the
+// kernel gives a FUSE mount's bdi by default (Lustre's llite reads ahead
+// far more). Larger windows send several requests at once; the cost is
+// read-around on mmap page faults, which fetch this much.
+const ReadAheadOneRequest = -1
 
 // SetReadAhead sets the read-ahead window of the mount at dir through its
 // bdi's read_ahead_kb in sysfs, which needs root. The kernel takes at most

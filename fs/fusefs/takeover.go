@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,7 +51,12 @@ import (
 type Session struct {
 	// Init is the kernel's FUSE_INIT as go-fuse kept it: the successor's
 	// go-fuse agrees to it again, as the kernel agreed with ours.
-	Init    []byte
+	Init []byte
+	// Request is the FUSE request size the kernel agreed to at INIT
+	// (requestsize.go): the successor reads requests of this size
+	// whatever it would ask now. 0 (a predecessor from before requests
+	// could be larger) is 1 MiB.
+	Request int
 	Handles []Handle
 	NextFh  uint64
 	// Waits are the blocking lock requests read and not answered: the
@@ -86,11 +92,27 @@ func (r *requests) begin() {
 	r.busy.Add(1)
 }
 
+// CanHandOver says whether a new server, this one's successor or itself
+// after a failed handover, could read f's session's requests now.
+func (f *FS) CanHandOver() error { return requestFits(f.request) }
+
+// requestFits says whether a server could read FUSE requests of n bytes
+// now: go-fuse's buffers are no larger than the kernel allows today
+// (max_pages_limit), which must still hold the largest request the
+// kernel agreed to at INIT, or it fails every larger one with EIO.
+func requestFits(n int) error {
+	if k := kernelMaxRequest(); n > k {
+		return fmt.Errorf("the session's FUSE requests are %d KiB, and this kernel now allows %d KiB (%s was lowered since the mount; raise it again)",
+			n>>10, k>>10, maxPagesLimit)
+	}
+	return nil
+}
+
 // Snapshot is f's session, for a successor: srv's INIT and the open
 // handles. Take it once srv has stopped reading.
 func (f *FS) Snapshot(srv *fuse.Server) Session {
 	in := srv.KernelSettings()
-	s := Session{Init: append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(in)), unsafe.Sizeof(*in))...), NextFh: f.nextFh.Load()}
+	s := Session{Init: append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(in)), unsafe.Sizeof(*in))...), Request: f.request, NextFh: f.nextFh.Load()}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for fh, h := range f.handles {
@@ -259,6 +281,11 @@ func Resume(f *FS, c *fs.Client, dev *os.File, s Session, o MountOptions) (*fuse
 		return nil, fmt.Errorf("takeover: INIT of %d bytes, this go-fuse's is %d", len(s.Init), unsafe.Sizeof(in))
 	}
 	copy(unsafe.Slice((*byte)(unsafe.Pointer(&in)), unsafe.Sizeof(in)), s.Init)
+	mo := fuseOptions(c, o)
+	mo.MaxWrite = cmp.Or(s.Request, 1<<20)
+	if err := requestFits(mo.MaxWrite); err != nil {
+		return nil, fmt.Errorf("takeover: %w", err)
+	}
 	in.Length, in.Opcode, in.Unique, in.NodeId = uint32(unsafe.Sizeof(in)), opInit, 1, 0
 	// The predecessor left the description non-blocking (StopReading).
 	if err := unix.SetNonblock(int(dev.Fd()), false); err != nil {
@@ -274,7 +301,8 @@ func Resume(f *FS, c *fs.Client, dev *os.File, s Session, o MountOptions) (*fuse
 		unix.Close(sp[0])
 		return nil, fmt.Errorf("takeover: hand INIT to go-fuse: %w", err)
 	}
-	srv, err := fuse.NewServer(f, fmt.Sprintf("/dev/fd/%d", sp[0]), fuseOptions(c, o))
+	f.request = mo.MaxWrite
+	srv, err := fuse.NewServer(f, fmt.Sprintf("/dev/fd/%d", sp[0]), mo)
 	if err != nil {
 		return nil, fmt.Errorf("takeover: %w", err)
 	}
