@@ -91,12 +91,12 @@ client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
 			return runMount(cf.options(cl.MGS, "up:"+mnt), mnt, mo, func() {
 				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s, key %s; Ctrl-C unmounts and stops\n",
 					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS, key.Path)
-				if n := splice.MaxPipeSize(); n < fusefs.SpliceNeeds {
+				if n, need := splice.MaxPipeSize(), fusefs.SpliceNeeds(mo.Request()); n < need {
 					// go-fuse reads the limit once, at start: a hint is all
 					// this process can give.
-					slog.Info(fmt.Sprintf("stripefs up: fs.pipe-max-size is %d, so 1 MiB reads of this host's OSTs are copied, not spliced; "+
+					slog.Info(fmt.Sprintf("stripefs up: fs.pipe-max-size is %d, so %d KiB reads of this host's OSTs are copied, not spliced; "+
 						"sysctl -w fs.pipe-max-size=%d before starting lets them be (ior, 4 file-per-process readers: 1.24-1.84x a loopback mount with it, 0.81-0.87x without)",
-						n, fusefs.SpliceNeeds))
+						n, mo.Request()>>10, need))
 				}
 			}, func() error { cl.Close(); return nil }) // a successor starts the servers again on the same data
 		},

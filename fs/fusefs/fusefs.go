@@ -8,6 +8,7 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -590,9 +591,16 @@ const copySmall = 64 << 10
 // the reply header and the page go-fuse adds.
 const spliceSlack = 8 << 10
 
-// SpliceNeeds is the pipe size (fs.pipe-max-size) at which a read of the
-// largest size the mount takes can be spliced.
-const SpliceNeeds = 2 << 20
+// SpliceNeeds is the pipe size (fs.pipe-max-size) at which a read of
+// request bytes, the largest a mount takes, can be spliced: the kernel
+// sizes pipes in powers of two of pages (2 MiB for 1 MiB requests).
+func SpliceNeeds(request int) int {
+	n := os.Getpagesize()
+	for n < request+spliceSlack {
+		n <<= 1
+	}
+	return n
+}
 
 // dataResult answers a read with bytes the client may lend until the
 // reply is written (a read-ahead chunk), without copying them into

@@ -170,7 +170,7 @@ func fuseOptions(c *fs.Client, o MountOptions) *fuse.MountOptions {
 		AllowOther:    o.AllowOther,
 		FsName:        o.FSName,
 		Name:          "stripefs",
-		MaxWrite:      RequestBytes(o.requestKB()),
+		MaxWrite:      o.Request(),
 		MaxReadAhead:  1 << 20,
 		MaxBackground: 64,
 		Debug:         o.Debug,
@@ -220,6 +220,10 @@ func fuseOptions(c *fs.Client, o MountOptions) *fuse.MountOptions {
 	}
 	return mo
 }
+
+// Request is the FUSE request size, in bytes, a mount with o gets from
+// this kernel now.
+func (o MountOptions) Request() int { return RequestBytes(o.requestKB()) }
 
 // requestKB is the FUSE request size o asks for.
 func (o MountOptions) requestKB() int {

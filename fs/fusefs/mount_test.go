@@ -101,3 +101,18 @@ func TestParseOptionsRequestSize(t *testing.T) {
 		t.Errorf("zero options ask %d KiB", kb)
 	}
 }
+
+// A spliced read needs a pipe of the next power of two above the request
+// and the reply's header.
+func TestSpliceNeeds(t *testing.T) {
+	for _, tc := range []struct{ request, want int }{
+		{1 << 20, 2 << 20},
+		{4 << 20, 8 << 20},
+		{128 << 10, 256 << 10},
+		{1<<20 - spliceSlack, 1 << 20},
+	} {
+		if got := SpliceNeeds(tc.request); got != tc.want {
+			t.Errorf("SpliceNeeds(%d) = %d, want %d", tc.request, got, tc.want)
+		}
+	}
+}
