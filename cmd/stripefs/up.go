@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -91,6 +92,10 @@ client key: stripefs keygen --role client --from DIR/stripefs.key FILE.`,
 			return runMount(cf.options(cl.MGS, "up:"+mnt), mnt, mo, func() {
 				fmt.Printf("stripefs up: %d MDTs, %d OSTs, data in %s, mgs %s, key %s; Ctrl-C unmounts and stops\n",
 					cl.Spec.MDTs, cl.Spec.OSTs, spec.DataDir, cl.MGS, key.Path)
+				if got, asked := mo.Request(), cmp.Or(mo.MaxRequestKB, fusefs.DefaultMaxRequestKB)<<10; got < asked {
+					slog.Info(fmt.Sprintf("stripefs up: this kernel allows FUSE requests of %d KiB; sysctl -w fs.fuse.max_pages_limit=%d before starting gives the %d KiB the mount asks (reads with 16 MiB buffers, data cached: 1.16x)",
+						got>>10, asked/os.Getpagesize(), asked>>10))
+				}
 				if n, need := splice.MaxPipeSize(), fusefs.SpliceNeeds(mo.Request()); n < need {
 					// go-fuse reads the limit once, at start: a hint is all
 					// this process can give.
