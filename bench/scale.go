@@ -26,6 +26,9 @@ type ScaleConfig struct {
 	// far, are stat'ed after each step with the kernel's dentries dropped
 	// first (as root): the MDT's lookup cost as the directory grows.
 	Lookups int `json:"lookups"`
+	// Progress, if set, is told each step as it ends (a run of millions
+	// of files takes many minutes).
+	Progress func(ScaleStep) `json:"-"`
 }
 
 // ProcessMemory is one process of the filesystem as a step left it:
@@ -127,6 +130,9 @@ func Scale(ctx context.Context, cfg ScaleConfig) (res *ScaleResult, err error) {
 			return res, fmt.Errorf("scale: %w", err)
 		}
 		res.Steps = append(res.Steps, step)
+		if cfg.Progress != nil {
+			cfg.Progress(step)
+		}
 	}
 	if len(res.Steps) > 1 {
 		res.LastToFirst = res.Steps[len(res.Steps)-1].Rate / res.Steps[0].Rate

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,18 +16,23 @@ func scaleBenchCmd() *cobra.Command {
 		Use:   "scale DIR [--files 200000] [--step 20000] [--procs 4] [--lookups 2000] [--keep] [--json]",
 		Short: "Create rate and memory as one directory grows to many files",
 		Long: `Creates --files empty files in a new directory under DIR (on a stripefs
-mount), --procs at once, and after every --step files prints that step's
-create rate, the rate of --lookups stats of files picked at random among
-those made (the kernel's dentries dropped first, as root), and the memory
-of each process of the filesystem: the mount,
-and each server process with the targets it serves (RSS, Go heap, and for
-MDTs the Pebble block cache against its bound and the memtables). Then it
-lists the directory once and removes the files (timed), unless --keep.
+mount), --procs at once, noting on stderr each --step files as they are
+made. At the end it prints each step's create rate, the rate of --lookups
+stats of files picked at random among those made after it (the kernel's
+dentries dropped first, as root), and the memory of each process of the
+filesystem then: the mount, and each server process with the targets it
+serves (RSS, Go heap, and for MDTs the Pebble block cache against its
+bound and the memtables). Then it lists the directory once and removes
+the files (timed), unless --keep.
 The default takes a few minutes; the issue's target is --files 2000000
 --step 100000 (the last step's rate at least 0.8 of the first's).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c.Dir = args[0]
+			c.Progress = func(s bench.ScaleStep) {
+				// To stderr, so that --json's stdout stays one object.
+				fmt.Fprintf(cmd.ErrOrStderr(), "scale: %d files, last step %.0f creates/s, %.0f lookups/s\n", s.Files, s.Rate, s.Lookups)
+			}
 			ctx, stop := interruptible()
 			defer stop()
 			res, err := bench.Scale(ctx, c)
