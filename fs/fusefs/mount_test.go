@@ -23,22 +23,34 @@ func TestParseOptionsTimeouts(t *testing.T) {
 		{opts: "locked_timeout=1m", err: "locked_timeout needs a number of seconds"},
 		{opts: "lockedtimeout=1", err: `unknown mount option "lockedtimeout"`},
 	} {
-		o := DefaultMountOptions()
-		err := o.ParseOptions(tc.opts)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: error %v, want one saying %q", tc.opts, err, tc.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.opts, err)
+		o, ok := parsed(t, tc.opts, tc.err)
+		if !ok {
 			continue
 		}
 		if o.AttrTimeout != tc.attr || o.EntryTimeout != tc.entry || o.LockedTimeout != tc.locked {
 			t.Errorf("%q: attr %v entry %v locked %v, want %v %v %v", tc.opts, o.AttrTimeout, o.EntryTimeout, o.LockedTimeout, tc.attr, tc.entry, tc.locked)
 		}
 	}
+}
+
+// parsed applies opts to the default options. It reports a failure (an
+// error where none was wanted, or one that does not say wantErr) and says
+// whether o is left to check.
+func parsed(t *testing.T, opts, wantErr string) (MountOptions, bool) {
+	t.Helper()
+	o := DefaultMountOptions()
+	err := o.ParseOptions(opts)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%q: error %v, want one saying %q", opts, err, wantErr)
+		}
+		return o, false
+	}
+	if err != nil {
+		t.Errorf("%q: %v", opts, err)
+		return o, false
+	}
+	return o, true
 }
 
 func TestParseOptionsSyncClose(t *testing.T) {
@@ -73,16 +85,8 @@ func TestParseOptionsRequestSize(t *testing.T) {
 		{opts: "max_request_kb", err: "max_request_kb needs a number of KiB"},
 		{opts: "max_request_kb=4M", err: "max_request_kb needs a number of KiB"},
 	} {
-		o := DefaultMountOptions()
-		err := o.ParseOptions(tc.opts)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("%q: error %v, want one saying %q", tc.opts, err, tc.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.opts, err)
+		o, ok := parsed(t, tc.opts, tc.err)
+		if !ok {
 			continue
 		}
 		if o.requestKB() != tc.request || o.readAheadKB(2<<20) != tc.ra {
