@@ -38,10 +38,11 @@ test-e2e-rest: build
 	$(GO) test -count=1 -timeout 30m -skip '^Test($(E2E_RACE_TESTS))$$' ./e2e/... ./bench/... ./cmd/... ./deploy/...
 
 # The restart, recovery, fault and data-path tests, the metrics scrapes,
-# fallocate and the file attribute cache across mounts, with the server
+# fallocate, the file attribute cache across mounts and large FUSE
+# requests (with a takeover), with the server
 # and mount processes built with the race detector (a race they report
 # fails the test).
-E2E_RACE_TESTS := Kill9Restart|MDTKilledDuringMkdirStorm|MDTRestartMkdirPStorm|OSTOutage|FullDisks|OSTFullENOSPC|NFSPatternCoalesced|WriteMixes|KilledHolderIsEvicted|Metrics|FallocateLikeLocal|Takeover|CopyFileRange|PFL|PFLEC|DoM|AttrsAcrossMounts|DoMReadOnOpen|DoMCloseCarriesWrite|TimesAfterClose
+E2E_RACE_TESTS := Kill9Restart|LargeRequests|MDTKilledDuringMkdirStorm|MDTRestartMkdirPStorm|OSTOutage|FullDisks|OSTFullENOSPC|NFSPatternCoalesced|WriteMixes|KilledHolderIsEvicted|Metrics|FallocateLikeLocal|Takeover|CopyFileRange|PFL|PFLEC|DoM|AttrsAcrossMounts|DoMReadOnOpen|DoMCloseCarriesWrite|TimesAfterClose
 test-e2e-race:
 	STRIPEFS_E2E_RACE=1 $(GO) test -count=1 -timeout 20m -run '^Test($(E2E_RACE_TESTS))$$' ./e2e/
 
