@@ -466,8 +466,9 @@ func changedDir(resp any, err error) *proto.Attr {
 }
 
 // KeepDirAttrs lets a directory's attributes, as given by the reply to
-// this client's latest change in it, answer the next Getattr of it once,
-// soon after the reply and never later than ttl (zero: never). FUSE asks
+// this client's latest change in it, answer the Getattrs of it soon after
+// the reply, never later than ttl (zero: never), and not once its Update
+// lock is called back. FUSE asks
 // for them after every such change (dirattrs.go); ttl is the mount's
 // attribute timeout.
 func (c *Client) KeepDirAttrs(ttl time.Duration) { c.dirs.keep(ttl) }

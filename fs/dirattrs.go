@@ -31,7 +31,9 @@ import (
 // MDT: 0.35 getattrs a create and 0.6-0.76 an unlink in mdtest's shared
 // directory, 2 tasks). The kernel keeps what it is told for the attribute
 // timeout, so another client's change shows no later than it would
-// through the kernel's own attribute cache.
+// through the kernel's own attribute cache; one that calls back this
+// client's Update lock on the directory ends the answer at once (forget),
+// as it drops the kernel's cache.
 
 // maxDirAttrs bounds the directories kept: past it, the stale go.
 const maxDirAttrs = 4096
@@ -140,6 +142,19 @@ func (d *dirAttrs) take(dir proto.FID) (proto.Attr, bool) {
 		return proto.Attr{}, false
 	}
 	return e.attr, true
+}
+
+// forget drops what dir's latest change left: another client changed dir
+// (its Update lock was called back), which that reply does not hold.
+func (d *dirAttrs) forget(dir proto.FID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.m[dir]; e != nil {
+		e.has = false
+		if e.busy == 0 {
+			delete(d.m, dir)
+		}
+	}
 }
 
 // sweepLocked drops what is stale, and if that is not enough, all but

@@ -15,7 +15,7 @@ func TestDirAttrs(t *testing.T) {
 	dir := proto.FID{Seq: 0x200000400, Oid: 7}
 	other := proto.FID{Seq: 0x200000400, Oid: 8}
 	type step struct {
-		op    string // begin, end, rename, renamed, take, sleep
+		op    string // begin, end, rename, renamed, take, forget, sleep
 		id    int    // which change; end: its transno too
 		nlink uint32 // end: the reply's (0: none); take: wanted (0: a miss)
 		fid   proto.FID
@@ -65,6 +65,9 @@ func TestDirAttrs(t *testing.T) {
 		{"a rename clears", time.Minute, []step{
 			{op: "begin", id: 1}, {op: "end", id: 1, nlink: 3}, {op: "rename"}, {op: "renamed"}, {op: "take"},
 		}},
+		{"another client's change (the Update lock called back)", time.Minute, []step{
+			{op: "begin", id: 1}, {op: "end", id: 1, nlink: 3}, {op: "take", nlink: 3}, {op: "forget"}, {op: "take"},
+		}},
 		{"a change started during a rename", time.Minute, []step{
 			{op: "rename"}, {op: "begin", id: 1}, {op: "renamed"}, {op: "end", id: 1, nlink: 3}, {op: "take"},
 		}},
@@ -91,6 +94,8 @@ func TestDirAttrs(t *testing.T) {
 					renamed = d.changingAll()
 				case "renamed":
 					renamed()
+				case "forget":
+					d.forget(dir)
 				case "sleep":
 					time.Sleep(30 * time.Millisecond)
 				case "take":

@@ -524,6 +524,9 @@ func (c *Client) cancelHere(l *heldLock, bare bool) (proto.LVB, bool) {
 		// anything has gone from its cache by itself (most of what the
 		// LRU gives back): only the names it recorded are forgotten.
 		recent := time.Since(time.Unix(0, l.given.Load())) <= time.Duration(t.cacheTTL.Load())
+		if l.d.Bits&proto.LockUpdate != 0 {
+			c.dirs.forget(l.d.Res) // the getattr the invalidation brings must reach the MDT
+		}
 		c.invalidate(func(inv Invalidator) {
 			if l.d.Bits&proto.LockUpdate != 0 && recent {
 				inv.InvalidateAttr(l.d.Res)
