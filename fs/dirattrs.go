@@ -145,7 +145,9 @@ func (d *dirAttrs) take(dir proto.FID) (proto.Attr, bool) {
 }
 
 // forget drops what dir's latest change left: another client changed dir
-// (its Update lock was called back), which that reply does not hold.
+// (its Update lock was called back), which that reply does not hold, nor
+// perhaps the replies of this client's changes in flight (applied before
+// the other's, they may come back after the callback).
 func (d *dirAttrs) forget(dir proto.FID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -153,6 +155,8 @@ func (d *dirAttrs) forget(dir proto.FID) {
 		e.has = false
 		if e.busy == 0 {
 			delete(d.m, dir)
+		} else {
+			e.unknown = true
 		}
 	}
 }

@@ -68,6 +68,10 @@ func TestDirAttrs(t *testing.T) {
 		{"another client's change (the Update lock called back)", time.Minute, []step{
 			{op: "begin", id: 1}, {op: "end", id: 1, nlink: 3}, {op: "take", nlink: 3}, {op: "forget"}, {op: "take"},
 		}},
+		{"nor does a reply of a change in flight at the callback", time.Minute, []step{
+			{op: "begin", id: 1}, {op: "forget"}, {op: "end", id: 1, nlink: 3}, {op: "take"},
+			{op: "begin", id: 2}, {op: "end", id: 2, nlink: 4}, {op: "take", nlink: 4},
+		}},
 		{"a change started during a rename", time.Minute, []step{
 			{op: "rename"}, {op: "begin", id: 1}, {op: "renamed"}, {op: "end", id: 1, nlink: 3}, {op: "take"},
 		}},
