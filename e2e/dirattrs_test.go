@@ -113,6 +113,20 @@ func TestDirAttrsAfterChange(t *testing.T) {
 	if st.Nlink != want {
 		t.Fatalf("1.2s after another client's mkdir: nlink %d, want %d", st.Nlink, want)
 	}
+
+	// Another client's chmod right after this client's own change calls
+	// back the Update lock this client kept through its change: the
+	// next look, however soon, sees the chmod, not the kept reply.
+	for i := 0; i < 5; i++ {
+		mode := os.FileMode(0o700 | i<<3)
+		must(t, os.Mkdir(filepath.Join(dir, fmt.Sprint("before-chmod", i)), 0o755))
+		must(t, os.Chmod(filepath.Join(mnt2, "d"), mode))
+		must(t, syscall.Fstat(int(f.Fd()), &st))
+		if os.FileMode(st.Mode&0o777) != mode {
+			t.Fatalf("round %d: at once after another client's chmod to %o: mode %o", i, mode, st.Mode&0o777)
+		}
+	}
+	must(t, os.Chmod(dir, 0o755))
 }
 
 // TestDirAttrsSharedDir: tasks making directories in one directory at
