@@ -330,11 +330,7 @@ func TestReopenAppendReleaseLate(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	b, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name() + "-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := testcluster.InProcClient(t, cl, "b")
 	attr, f, err := a.Create(ctx, root, "log", 0o644, 0, true, true, syscall.O_WRONLY)
 	if err != nil {
 		t.Fatal(err)

@@ -19,11 +19,7 @@ func TestDirAttrsForgetOnCallback(t *testing.T) {
 	a, cl := testcluster.InProc(t, 1, 2, fs.Options{})
 	a.KeepDirAttrs(time.Minute)
 	ctx := context.Background()
-	b, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name() + "-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := testcluster.InProcClient(t, cl, "b")
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -21,11 +21,7 @@ import (
 func TestAttrOutGivesOnlyWhatIsKept(t *testing.T) {
 	a, cl := testcluster.InProc(t, 1, 2, fs.Options{})
 	ctx := context.Background()
-	b, err := fs.Connect(ctx, fs.Options{MGS: cl.MGS, Name: t.Name() + "-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := testcluster.InProcClient(t, cl, "b")
 	attr, f, err := a.Create(ctx, a.Root(), "f", 0o644, 0, true, true, syscall.O_WRONLY)
 	if err != nil {
 		t.Fatal(err)

@@ -28,3 +28,15 @@ func InProc(t testing.TB, mdts, osts int, opts fs.Options) (*fs.Client, *cluster
 	t.Cleanup(func() { c.Close() })
 	return c, cl
 }
+
+// InProcClient connects another client, named after the test and suffix,
+// to cl (a second node's); it ends with the test.
+func InProcClient(t testing.TB, cl *cluster.Cluster, suffix string) *fs.Client {
+	t.Helper()
+	c, err := fs.Connect(context.Background(), fs.Options{MGS: cl.MGS, Name: t.Name() + "-" + suffix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
